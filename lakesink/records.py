@@ -1,0 +1,53 @@
+"""The record model shared by partitioners, rotation and formats (no Spark here)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ValueSchema:
+    """Identity of a record's value schema (an Avro schema, parsed to JSON-compatible form).
+
+    Two records have "the same schema" iff their fingerprints and versions are equal.
+    ``version`` is the Schema Registry version of the subject (Connect's ``Schema.version()``);
+    it is None when unknown, which only ``schema.compatibility=NONE`` accepts.
+    """
+
+    avro: Any
+    fingerprint: str
+    subject: str | None = None
+    id: int | None = None
+    version: int | None = None
+
+    @property
+    def name(self) -> str | None:
+        """Full name of a named schema (record/enum/fixed), else None."""
+        a = self.avro
+        if isinstance(a, dict) and "name" in a:
+            ns = a.get("namespace")
+            n = a["name"]
+            return n if ("." in n or not ns) else f"{ns}.{n}"
+        return None
+
+
+@dataclass(slots=True)
+class SinkRecord:
+    """One Kafka record after decoding, as the object layer sees it.
+
+    ``value`` is the decoded value: a dict for Avro records / JSON objects, list, str, int, float,
+    bool, bytes (ByteArray / bytes decoder), or None for a tombstone. ``raw_value`` keeps the bytes
+    read from Kafka. ``value_schema`` is None for schemaless values.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    value_schema: ValueSchema | None = None
+    raw_value: bytes | None = None
+    raw_key: bytes | None = None
+    extra: dict = field(default_factory=dict)
