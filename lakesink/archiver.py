@@ -1,0 +1,234 @@
+"""One Kafka partition's records → closed objects in the store → manifest rows (runs on executors).
+
+The counterpart of Confluent's TopicPartitionWriter: the rotation state machine decides which
+file each record goes to and when all open files close together; this module opens the format
+writers on object-store streams, closes and uploads them on every commit, and describes each
+closed group as manifest rows. It holds no Spark and no driver state, so it runs the same in a
+Python worker on any node.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lakesink.errors import LakesinkError
+from lakesink.formats.base import RecordView
+from lakesink.records import SinkRecord
+from lakesink.rotation import Advance, Append, Commit, Rotator
+from lakesink.store import ObjectStore, PendingWrite, WrittenObject
+
+
+class ArchiveConsistencyError(LakesinkError):
+    """A commit group's objects do not account for every record read in its range."""
+
+
+@dataclass
+class Fault:
+    """Test-only fault injection: SIGKILL the driver after ``count`` uploaded commit groups."""
+
+    point: str = ""
+    count: int = 0
+    driver_pid: int = 0
+    seen: int = 0
+
+    @classmethod
+    def parse(cls, spec: str | None, driver_pid: int) -> "Fault":
+        if not spec:
+            return cls()
+        point, _, n = spec.partition(":")
+        return cls(point, int(n or 0), driver_pid)
+
+    def hit(self, point: str) -> None:
+        if self.point != point:
+            return
+        self.seen += 1
+        if self.seen > self.count:
+            os.kill(self.driver_pid, signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class _OpenFile:
+    encoded_partition: str
+    key: str
+    writers: dict[RecordView, tuple[Any, Any]]  # view -> (format writer, object writer)
+    first_offset: int
+    last_offset: int = -1
+    count: int = 0
+    min_ts: int | None = None
+    max_ts: int | None = None
+    schema: Any = None
+
+
+@dataclass
+class BatchContext:
+    """What every executor task of a batch needs (pickled into the Spark closure)."""
+
+    job: str
+    run_id: str
+    batch_id: int
+    cluster_id: str | None
+    topic_ids: dict[str, str | None]
+    flush_tail: bool = False
+    fault: Fault = field(default_factory=Fault)
+
+
+class PartitionArchiver:
+    """Archives one Kafka partition from ``start_offset`` (the manifest's next offset)."""
+
+    def __init__(self, cfg, store: ObjectStore, topic: str, partition: int, start_offset: int,
+                 ctx: BatchContext, clock: Callable[[], int] | None = None):
+        self.cfg, self.store, self.ctx = cfg, store, ctx
+        self.topic, self.partition = topic, partition
+        self.naming = cfg.naming()
+        self.partitioner = cfg.partitioner()
+        self.formats = {RecordView.VALUE: cfg.value_format()}
+        if cfg.store_kafka_keys:
+            self.formats[RecordView.KEYS] = cfg.keys_format()
+        if cfg.store_kafka_headers:
+            self.formats[RecordView.HEADERS] = cfg.headers_format()
+        kwargs = {"clock": clock} if clock else {}
+        self.rotator = Rotator(cfg.rotation_policy(), self.partitioner, start_offset, **kwargs)
+        self.open: dict[str, _OpenFile] = {}
+        self.last_offset = start_offset - 1
+        self.read_in_group = 0  # records read since the last commit/advance (incl. ignored ones)
+        self.rows: list[dict] = []
+
+    # -- input
+    def process(self, record: SinkRecord) -> None:
+        if record.offset <= self.last_offset:
+            raise ArchiveConsistencyError(
+                f"{self.topic}-{self.partition}: offset {record.offset} after {self.last_offset} (out of order)")
+        self.last_offset = record.offset
+        self.read_in_group += 1
+        for ev in self.rotator.process(record):
+            self._apply(ev)
+
+    def finish(self) -> list[dict]:
+        """End of the batch: close what rotation closes; abort (leave uncommitted) the rest."""
+        for ev in self.rotator.finish(flush_tail=self.ctx.flush_tail):
+            self._apply(ev)
+        self.abort()
+        return self.rows
+
+    def abort(self) -> None:
+        """Drop open files: their records are re-read by the next batch."""
+        for f in self.open.values():
+            for fw, ow in f.writers.values():
+                ow.abort()
+        self.open.clear()
+
+    # -- events
+    def _apply(self, ev) -> None:
+        if isinstance(ev, Append):
+            self._append(ev.encoded_partition, ev.record)
+        elif isinstance(ev, Commit):
+            self._commit(ev.range_start, ev.range_end)
+        elif isinstance(ev, Advance):
+            self._check_accounting(ev.range_start, ev.range_end, 0, ev)
+            self.rows.append(self._row("advance", ev.range_start, ev.range_end))
+
+    def _append(self, encoded: str, record: SinkRecord) -> None:
+        f = self.open.get(encoded)
+        if f is None:
+            f = self._open_file(encoded, record)
+        for fw, _ow in f.writers.values():
+            fw.write(record)
+        f.last_offset = record.offset
+        f.count += 1
+        ts = record.timestamp
+        if ts is not None:
+            f.min_ts = ts if f.min_ts is None else min(f.min_ts, ts)
+            f.max_ts = ts if f.max_ts is None else max(f.max_ts, ts)
+
+    def _open_file(self, encoded: str, record: SinkRecord) -> _OpenFile:
+        vfmt = self.formats[RecordView.VALUE]
+        key = self.naming.value_key(self.topic, self.partition, encoded, record.offset, vfmt.extension,
+                                    self.partitioner)
+        meta = {"lakesink-job": self.ctx.job, "lakesink-run-id": self.ctx.run_id,
+                "lakesink-batch-id": str(self.ctx.batch_id)}
+        writers: dict[RecordView, tuple[Any, Any]] = {}
+        for view, fmt in self.formats.items():
+            k = key if view is RecordView.VALUE else self.naming.side_key(key, vfmt.extension, view.value, fmt.extension)
+            ow = self.store.open_writer(k, meta)
+            writers[view] = (fmt.open_writer(ow, view), ow)
+        f = _OpenFile(encoded, key, writers, record.offset, schema=record.value_schema)
+        self.open[encoded] = f
+        return f
+
+    def _commit(self, range_start: int, range_end: int) -> None:
+        archived = sum(f.count for f in self.open.values())
+        self._check_accounting(range_start, range_end, archived, None)
+        # values, then keys, then headers (Confluent's order); a crash in between leaves orphans only
+        for f in sorted(self.open.values(), key=lambda f: f.first_offset):
+            results = {}
+            side: list[dict] = []
+            for view, (fw, ow) in f.writers.items():
+                fw.close()
+                if fw.record_count != f.count:
+                    raise ArchiveConsistencyError(
+                        f"{f.key}: {view.value} writer holds {fw.record_count} records, expected {f.count}")
+                results[view] = ow.commit()
+                for suffix, data in fw.side_files().items():
+                    skey = self.naming.index_key(f.key, self.formats[RecordView.VALUE].extension) \
+                        if suffix == ".index.json" else f.key + suffix
+                    side.append(self._side("index", self.store.put_bytes(skey, data)))
+            value = results.pop(RecordView.VALUE)
+            for view, res in results.items():
+                side.insert(0, self._side(view.value, res))
+            self.rows.append(self._object_row(f, range_start, range_end, value, side))
+            self.ctx.fault.hit("after_upload")
+        self.open.clear()
+
+    def _check_accounting(self, range_start: int, range_end: int, archived: int, advance) -> None:
+        """Records read in [range_start, range_end] = records in the group's files + ignored ones.
+
+        The record that triggered a rotation (if any) is past ``range_end`` and belongs to the next group.
+        """
+        in_range = self.read_in_group - (1 if self.last_offset > range_end else 0)
+        ignored = self.rotator.ignored_in_group
+        if archived + ignored != in_range:
+            raise ArchiveConsistencyError(
+                f"{self.topic}-{self.partition} [{range_start}, {range_end}]: read {in_range} records "
+                f"but {archived} archived + {ignored} ignored")
+        self.read_in_group -= in_range
+
+    # -- rows
+    def _side(self, view: str, res: WrittenObject | PendingWrite) -> dict:
+        return {"view": view, "key": res.key, "etag": res.etag if isinstance(res, WrittenObject) else None,
+                "version_id": getattr(res, "version_id", None), "size_bytes": res.size,
+                "_pending": _pending_dict(res)}
+
+    def _row(self, kind: str, range_start: int, range_end: int) -> dict:
+        return {
+            "topic": self.topic, "kafka_partition": self.partition, "kind": kind,
+            "range_start": range_start, "range_end": range_end, "record_count": 0,
+            "kafka_cluster_id": self.ctx.cluster_id, "topic_id": self.ctx.topic_ids.get(self.topic),
+        }
+
+    def _object_row(self, f: _OpenFile, range_start: int, range_end: int, value, side: list[dict]) -> dict:
+        vfmt = self.formats[RecordView.VALUE]
+        s = f.schema
+        row = self._row("object", range_start, range_end)
+        row.update(
+            first_offset=f.first_offset, last_offset=f.last_offset, record_count=f.count,
+            encoded_partition=f.encoded_partition, object_key=value.key, object_uri=self.store.uri(value.key),
+            keys_key=next((x["key"] for x in side if x["view"] == "keys"), None),
+            headers_key=next((x["key"] for x in side if x["view"] == "headers"), None),
+            side_files=side, format=vfmt.name, compression=getattr(vfmt, "compression_name", None),
+            size_bytes=value.size, etag=value.etag if isinstance(value, WrittenObject) else None,
+            version_id=getattr(value, "version_id", None), min_timestamp=f.min_ts, max_timestamp=f.max_ts,
+            schema_subject=getattr(s, "subject", None), schema_id=getattr(s, "id", None),
+            schema_version=getattr(s, "version", None), schema_fingerprint=getattr(s, "fingerprint", None),
+            _pending=_pending_dict(value),
+        )
+        return row
+
+
+def _pending_dict(res) -> dict | None:
+    if isinstance(res, PendingWrite):
+        return {"key": res.key, "existing_etag": res.existing_etag, "size": res.size, "token": res.token,
+                "parts": [list(p) for p in res.parts], "etag": res.etag}
+    return None

@@ -1,0 +1,106 @@
+"""Kafka metadata for the driver: topics, partitions, cluster/topic ids and offset bounds.
+
+Uses confluent-kafka's AdminClient. ``kafka.*`` config keys are passed through with the prefix
+stripped (``kafka.security.protocol`` → ``security.protocol``), as Spark's Kafka source does.
+Every call has a bounded timeout and fails with an error naming the broker and the cause.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from lakesink.errors import LakesinkError
+
+TIMEOUT_S = 30.0
+
+
+class KafkaMetadataError(LakesinkError):
+    """The broker is unreachable, or a topic/partition is missing or changed."""
+
+
+@dataclass(frozen=True)
+class PartitionBounds:
+    topic: str
+    partition: int
+    earliest: int  # first offset still stored
+    latest: int  # next offset to be written (high watermark, or LSO with read_committed)
+
+
+@dataclass(frozen=True)
+class TopicsSnapshot:
+    cluster_id: str | None
+    topic_ids: dict[str, str]
+    bounds: dict[tuple[str, int], PartitionBounds]
+
+
+def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka config from ``kafka.*`` keys (prefix stripped; Spark-only keys dropped)."""
+    spark_only = {"isolation.level"}  # consumed by Spark's source, not by the admin client
+    out = {}
+    for k, v in kafka_options.items():
+        key = k[len("kafka."):] if k.startswith("kafka.") else k
+        if key not in spark_only:
+            out[key] = str(v)
+    return out
+
+
+class KafkaMetadata:
+    def __init__(self, kafka_options: Mapping[str, str]):
+        from confluent_kafka.admin import AdminClient
+
+        self.options = dict(kafka_options)
+        self.conf = client_config(kafka_options)
+        self.servers = self.conf.get("bootstrap.servers", "?")
+        self.read_committed = str(kafka_options.get("kafka.isolation.level", "")).lower() == "read_committed"
+        self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
+
+    def _fail(self, what: str, e: BaseException) -> KafkaMetadataError:
+        return KafkaMetadataError(f"Kafka at {self.servers}: {what} failed: {e}")
+
+    def resolve_topics(self, topics: list[str] | None, regex: str | None) -> list[str]:
+        """The configured topics (all must exist) or those matching ``topics.regex``."""
+        try:
+            md = self.admin.list_topics(timeout=TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - KafkaException / timeouts
+            raise self._fail("listing topics (is the broker reachable?)", e) from None
+        existing = {t for t in md.topics if not t.startswith("__")}
+        if regex:
+            pat = re.compile(regex)
+            return sorted(t for t in existing if pat.fullmatch(t))
+        missing = [t for t in topics or [] if t not in existing]
+        if missing:
+            raise KafkaMetadataError(f"Kafka at {self.servers}: topic(s) {', '.join(missing)} do not exist "
+                                     f"(config key `topics`)")
+        return list(topics or [])
+
+    def snapshot(self, topics: list[str]) -> TopicsSnapshot:
+        """Cluster id, topic ids, and earliest/latest offsets of every partition of ``topics``."""
+        from confluent_kafka import IsolationLevel, TopicCollection, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        try:
+            cluster_id = self.admin.describe_cluster(request_timeout=TIMEOUT_S).result(TIMEOUT_S).cluster_id
+            described = self.admin.describe_topics(TopicCollection(topics), request_timeout=TIMEOUT_S)
+            topic_ids, parts = {}, []
+            for name, fut in described.items():
+                d = fut.result(TIMEOUT_S)
+                topic_ids[name] = str(d.topic_id) if d.topic_id is not None else None
+                parts += [TopicPartition(name, p.id) for p in d.partitions]
+        except Exception as e:  # noqa: BLE001
+            raise self._fail("describing topics " + ", ".join(topics), e) from None
+        iso = IsolationLevel.READ_COMMITTED if self.read_committed else IsolationLevel.READ_UNCOMMITTED
+        bounds = {}
+        if parts:
+            try:
+                early = self.admin.list_offsets({tp: OffsetSpec.earliest() for tp in parts},
+                                                isolation_level=iso, request_timeout=TIMEOUT_S)
+                late = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in parts},
+                                               isolation_level=iso, request_timeout=TIMEOUT_S)
+                for tp in parts:
+                    e_ = early[tp].result(TIMEOUT_S).offset
+                    l_ = late[tp].result(TIMEOUT_S).offset
+                    bounds[(tp.topic, tp.partition)] = PartitionBounds(tp.topic, tp.partition, e_, l_)
+            except Exception as e:  # noqa: BLE001
+                raise self._fail("listing offsets", e) from None
+        return TopicsSnapshot(cluster_id, topic_ids, bounds)

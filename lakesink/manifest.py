@@ -1,0 +1,225 @@
+"""The manifest: a Delta table with one row per committed object (or offset range without one).
+
+It is the single source of truth for what is archived and where the next batch starts:
+``next offset(job, topic, partition) = max(range_end) + 1``. A batch's rows are appended in ONE
+Delta transaction tagged ``txnAppId=job, txnVersion=batch_id``; Delta skips a repeated or stale
+version silently, so after every commit we read our rows back and fail loudly if they are absent
+(another run won). The table is append-only; ``schemas/manifest.sql`` is generated from ``COLUMNS``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from lakesink.errors import LakesinkError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+# (name, Spark SQL type, nullable, comment). Order is the table's column order.
+COLUMNS: list[tuple[str, str, bool, str]] = [
+    ("job", "STRING", False, "job name (config `name`)"),
+    ("topic", "STRING", False, "Kafka topic"),
+    ("kafka_partition", "INT", False, "Kafka partition"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly)"),
+    ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
+    ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
+    ("first_offset", "BIGINT", True, "offset of this object's first record"),
+    ("last_offset", "BIGINT", True, "offset of this object's last record"),
+    ("record_count", "BIGINT", False, "records in this object (0 for advance/skipped rows)"),
+    ("encoded_partition", "STRING", True, "partitioner output, e.g. partition=0 or year=2026/month=11"),
+    ("object_key", "STRING", True, "S3 key of the value object"),
+    ("object_uri", "STRING", True, "full URI of the value object"),
+    ("keys_key", "STRING", True, "key of the .keys side file (store.kafka.keys)"),
+    ("headers_key", "STRING", True, "key of the .headers side file (store.kafka.headers)"),
+    ("side_files", "ARRAY<STRUCT<view: STRING, key: STRING, etag: STRING, version_id: STRING, size_bytes: BIGINT>>",
+     True, "every side file (keys, headers, block-gzip index) with its etag"),
+    ("format", "STRING", True, "avro | json | bytearray | parquet | blockgzip"),
+    ("compression", "STRING", True, "codec or compression of the value object"),
+    ("size_bytes", "BIGINT", True, "size of the value object"),
+    ("etag", "STRING", True, "ETag of the value object (readers verify it)"),
+    ("version_id", "STRING", True, "S3 version id on versioned buckets"),
+    ("min_timestamp", "TIMESTAMP", True, "smallest Kafka record timestamp in the object"),
+    ("max_timestamp", "TIMESTAMP", True, "largest Kafka record timestamp in the object"),
+    ("schema_subject", "STRING", True, "Schema Registry subject of the value schema"),
+    ("schema_id", "INT", True, "Schema Registry id of the value schema"),
+    ("schema_version", "INT", True, "Schema Registry version of the value schema"),
+    ("schema_fingerprint", "STRING", True, "fingerprint of the value schema's canonical form"),
+    ("kafka_cluster_id", "STRING", True, "Kafka cluster id at commit (resume refuses another cluster)"),
+    ("topic_id", "STRING", True, "Kafka topic id at commit (resume refuses a recreated topic)"),
+    ("note", "STRING", True, "why a skipped/advance row exists"),
+    ("batch_id", "BIGINT", False, "the job's batch number (= Delta txnVersion)"),
+    ("run_id", "STRING", False, "one id per process run"),
+    ("committed_at", "TIMESTAMP", False, "driver time of the commit"),
+]
+
+COLUMN_NAMES = [c[0] for c in COLUMNS]
+
+
+class ManifestError(LakesinkError):
+    """The manifest cannot be read or committed, or disagrees with Kafka."""
+
+
+class FencedError(ManifestError):
+    """Another run committed this batch (or an overlapping range) first."""
+
+
+def ddl(location: str) -> str:
+    """CREATE TABLE statement for a manifest at a path or catalog name."""
+    target = _sql_target(location)
+    cols = ",\n".join(
+        f"  {n} {t}{'' if nullable else ' NOT NULL'} COMMENT '{c.replace(chr(39), '')}'"
+        for n, t, nullable, c in COLUMNS)
+    return (f"CREATE TABLE IF NOT EXISTS {target} (\n{cols}\n) USING DELTA\n"
+            f"PARTITIONED BY (topic)\n"
+            f"TBLPROPERTIES ('delta.appendOnly' = 'true')")
+
+
+def _is_path(location: str) -> bool:
+    return "/" in location or ":" in location
+
+
+def _sql_target(location: str) -> str:
+    return f"delta.`{location}`" if _is_path(location) else location
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What the manifest knows about one (job, topic, partition)."""
+
+    topic: str
+    partition: int
+    next_offset: int
+    kafka_cluster_id: str | None
+    topic_id: str | None
+
+
+@dataclass(frozen=True)
+class ManifestSnapshot:
+    partitions: dict[tuple[str, int], PartitionState]
+    last_batch_id: int  # -1 if the job never committed
+
+    @property
+    def next_batch_id(self) -> int:
+        return self.last_batch_id + 1
+
+
+class Manifest:
+    """A manifest table at ``location``: a path (``s3a://…``, ``/…``, ``file:/…``) or a catalog name."""
+
+    def __init__(self, spark: "SparkSession", location: str):
+        self.spark = spark
+        self.location = location
+
+    # -- table
+    def ensure(self) -> None:
+        """Create the table if it does not exist (idempotent, safe to race)."""
+        try:
+            self.spark.sql(ddl(self.location))
+        except Exception as e:  # noqa: BLE001 - py4j wraps everything
+            if "already exists" in str(e).lower() or "DELTA_TABLE_ALREADY_EXISTS" in str(e):
+                return
+            raise ManifestError(f"cannot create manifest table {self.location}: {_first_line(e)}") from None
+
+    def df(self) -> "DataFrame":
+        if _is_path(self.location):
+            return self.spark.read.format("delta").load(self.location)
+        return self.spark.table(self.location)
+
+    # -- reads
+    def snapshot(self, job: str) -> ManifestSnapshot:
+        """Next offsets and last batch id of ``job``, read in one query (one table version)."""
+        from pyspark.sql import functions as F
+
+        try:
+            rows = (self.df().where(F.col("job") == job)
+                    .groupBy("topic", "kafka_partition")
+                    .agg(F.max("range_end").alias("last"),
+                         F.max_by("kafka_cluster_id", "range_end").alias("cluster"),
+                         F.max_by("topic_id", "range_end").alias("topic_id"),
+                         F.max("batch_id").alias("batch"))
+                    .collect())
+        except Exception as e:  # noqa: BLE001
+            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+        parts = {(r.topic, r.kafka_partition): PartitionState(r.topic, r.kafka_partition, r.last + 1, r.cluster, r.topic_id)
+                 for r in rows}
+        last = max((r.batch for r in rows), default=-1)
+        return ManifestSnapshot(parts, last)
+
+    def committed_keys(self, job: str | None = None) -> set[str]:
+        """Every object key (value and side files) the manifest references."""
+        from pyspark.sql import functions as F
+
+        df = self.df()
+        if job:
+            df = df.where(F.col("job") == job)
+        df = df.where(F.col("kind") == "object")
+        keys = {r.object_key for r in df.select("object_key").collect() if r.object_key}
+        side = df.select(F.explode_outer("side_files.key").alias("k")).where("k is not null").collect()
+        keys.update(r.k for r in side)
+        return keys
+
+    def is_committed(self, job: str, key: str) -> bool:
+        from pyspark.sql import functions as F
+
+        df = self.df().where((F.col("job") == job) & (F.col("kind") == "object"))
+        hit = df.where((F.col("object_key") == key) | F.array_contains(F.col("side_files.key"), key)).limit(1).count()
+        return hit > 0
+
+    # -- commit
+    def commit(self, job: str, batch_id: int, run_id: str, rows: Iterable[dict]) -> int:
+        """Append ``rows`` in one transaction (txnAppId=job, txnVersion=batch_id); return the count.
+
+        Raises FencedError if Delta skipped the write (batch already committed by another run)
+        or a concurrent writer won the same batch id.
+        """
+        rows = list(rows)
+        if not rows:
+            return 0
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        for r in rows:
+            r.update(job=job, batch_id=batch_id, run_id=run_id, committed_at=now)
+        df = self.spark.createDataFrame([tuple(r.get(c) for c in COLUMN_NAMES) for r in rows], schema=self.spark_schema())
+        writer = (df.write.format("delta").mode("append")
+                  .option("txnAppId", job).option("txnVersion", batch_id))
+        try:
+            if _is_path(self.location):
+                writer.save(self.location)
+            else:
+                writer.saveAsTable(self.location)
+        except Exception as e:  # noqa: BLE001
+            msg = str(e)
+            if "ConcurrentTransaction" in msg or "DELTA_CONCURRENT_TRANSACTION" in msg or "ConcurrentAppend" in msg:
+                raise FencedError(
+                    f"job {job!r} batch {batch_id}: another run committed the same batch concurrently; "
+                    f"this run ({run_id}) committed nothing") from None
+            raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location} failed: "
+                                f"{_first_line(e)}") from None
+        from pyspark.sql import functions as F
+
+        present = self.df().where((F.col("job") == job) & (F.col("batch_id") == batch_id)
+                                  & (F.col("run_id") == run_id)).count()
+        if present != len(rows):
+            raise FencedError(
+                f"job {job!r} batch {batch_id} was already committed by another run; this run ({run_id}) "
+                f"committed nothing ({present}/{len(rows)} rows visible). Re-run to continue from the manifest.")
+        return present
+
+    def spark_schema(self):
+        from pyspark.sql.types import StructType
+
+        return StructType.fromDDL(", ".join(f"{n} {t}" for n, t, _nullable, _c in COLUMNS))
+
+
+def _first_line(e: Exception) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0] if s else type(e).__name__
+
+
+def write_ddl_file(path: str, location: str = "lakesink.manifest") -> None:
+    """Regenerate ``schemas/manifest.sql`` (a test keeps it in sync with ``COLUMNS``)."""
+    with open(path, "w") as f:
+        f.write("-- Generated by lakesink.manifest.write_ddl_file from lakesink/manifest.py COLUMNS.\n"
+                "-- The sink creates the table itself; use this to create it up front in a catalog.\n")
+        f.write(ddl(location) + ";\n")

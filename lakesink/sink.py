@@ -1,0 +1,383 @@
+"""The sink job: Kafka → objects in S3 → one Delta manifest commit per batch.
+
+One batch (``SinkJob.run_batch``):
+
+1. start offsets from the manifest (never a checkpoint, consumer group or local file);
+   end offsets from a Kafka snapshot taken now; guards: same cluster, same topic id, no data lost
+   to retention (unless ``offsets.on.data.loss=skip``, which records the skipped range);
+2. Spark's Kafka source reads exactly those ranges (one Spark partition per Kafka partition, in
+   offset order); ``mapInArrow`` runs a :class:`~lakesink.archiver.PartitionArchiver` per
+   partition on the executors, which uploads closed objects and returns their manifest rows;
+3. the driver resolves conditional-write conflicts against the manifest, checks that the ranges
+   chain from the start offsets with no gap or overlap, and appends all rows in ONE Delta
+   transaction (``txnAppId=job``, ``txnVersion=batch_id``), verified after the fact.
+
+A batch that fails anywhere commits nothing; its uploaded objects are orphans that no manifest
+reader sees and ``lakesink vacuum`` removes. The next batch starts from the manifest again.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from lakesink.errors import LakesinkError
+from lakesink.manifest import FencedError, Manifest, ManifestError
+
+log = logging.getLogger("lakesink.sink")
+
+
+class DataLossError(LakesinkError):
+    """The manifest's next offset is below the earliest offset Kafka still has."""
+
+
+class ResumeGuardError(LakesinkError):
+    """The manifest was written against another Kafka cluster or another incarnation of a topic."""
+
+
+class BatchValidationError(LakesinkError):
+    """The executors' results do not chain from the start offsets; nothing was committed."""
+
+
+@dataclass
+class PartitionPlan:
+    topic: str
+    partition: int
+    start: int  # manifest next offset (range_start of the first group)
+    end: int  # exclusive: Kafka latest offset at snapshot time (capped by batch.max.records)
+
+
+@dataclass
+class BatchResult:
+    batch_id: int
+    run_id: str
+    committed_rows: int = 0
+    objects: int = 0
+    records: int = 0
+    bytes: int = 0
+    partitions: list[PartitionPlan] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return (f"batch {self.batch_id}: {self.objects} objects, {self.records} records, {self.bytes} bytes, "
+                f"{self.committed_rows} manifest rows "
+                f"({', '.join(f'{k} {v:.2f}s' for k, v in self.seconds.items())})")
+
+
+# ---------------------------------------------------------------- executor side
+
+
+RESULT_SCHEMA = "row string"
+
+
+def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterator[Any]:
+    """mapInArrow body: archive the records of one Kafka partition; yield JSON result rows."""
+    import pyarrow as pa
+
+    from lakesink.archiver import PartitionArchiver
+    from lakesink.errors import DecodeError
+    from lakesink.records import SinkRecord
+    from lakesink.store import open_store
+
+    archiver = None
+    value_decoder = cfg.value_decoder()
+    key_decoder = cfg.key_decoder()
+    store = open_store(cfg.store_settings())
+    first = last = None
+    read = 0
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            cols = batch.to_pydict()
+            topic, part = cols["topic"][0], cols["partition"][0]
+            if archiver is None:
+                plan = plans[(topic, part)]
+                archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
+                first = cols["offset"][0]
+            offsets = cols["offset"]
+            values = value_decoder.decode_many(cols["value"], topic, part, offsets)
+            keys = key_decoder.decode_many(cols["key"], topic, part, offsets)
+            for i, off in enumerate(offsets):
+                if cols["topic"][i] != topic or cols["partition"][i] != part:
+                    raise BatchValidationError(
+                        f"a Spark partition mixed {topic}-{part} with {cols['topic'][i]}-{cols['partition'][i]}")
+                value, schema = values[i]
+                hdrs = cols["headers"][i]
+                rec = SinkRecord(
+                    topic=topic, partition=part, offset=off, timestamp=cols["ts"][i],
+                    key=keys[i][0], value=value,
+                    headers=tuple((h["key"], h["value"]) for h in hdrs) if hdrs else (),
+                    value_schema=schema, raw_value=cols["value"][i], raw_key=cols["key"][i])
+                archiver.process(rec)
+            last = offsets[-1]
+            read += len(offsets)
+        rows = archiver.finish() if archiver else []
+    except BaseException:
+        if archiver is not None:
+            archiver.abort()
+        raise
+    out = [json.dumps(r, default=_json_default) for r in rows]
+    if archiver is not None:
+        out.append(json.dumps({"_status": True, "topic": archiver.topic, "kafka_partition": archiver.partition,
+                               "read": read, "first_offset": first, "last_offset": last}))
+    if out:
+        yield pa.RecordBatch.from_pydict({"row": out})
+
+
+def _json_default(o):
+    if isinstance(o, (bytes, bytearray)):
+        return o.hex()
+    raise TypeError(type(o).__name__)
+
+
+# ---------------------------------------------------------------- driver side
+
+
+class SinkJob:
+    """The sink for one config. All state lives in the manifest; the object itself is disposable."""
+
+    def __init__(self, spark, cfg, run_id: str | None = None):
+        from lakesink.kafka_admin import KafkaMetadata
+        from lakesink.store import open_store
+
+        self.spark, self.cfg = spark, cfg
+        self.run_id = run_id or f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        self.manifest = Manifest(spark, cfg.manifest_location)
+        self.kafka = KafkaMetadata(cfg.kafka_options)
+        self.store = open_store(cfg.store_settings())
+        self.fault_spec = os.environ.get("LAKESINK_FAULT", "")
+        self.manifest.ensure()
+
+    # -- planning
+    def plan(self) -> tuple[list[PartitionPlan], list[dict], Any, int]:
+        """Partitions to read, 'skipped' rows to record, the Kafka snapshot and the batch id."""
+        cfg = self.cfg
+        topics = self.kafka.resolve_topics(cfg.topics, cfg.topics_regex)
+        ksnap = self.kafka.snapshot(topics)
+        msnap = self.manifest.snapshot(cfg.name)
+        plans, skipped = [], []
+        for (topic, part), b in sorted(ksnap.bounds.items()):
+            state = msnap.partitions.get((topic, part))
+            if state is not None:
+                if state.kafka_cluster_id and ksnap.cluster_id and state.kafka_cluster_id != ksnap.cluster_id:
+                    raise ResumeGuardError(
+                        f"manifest {cfg.manifest_location} was written from Kafka cluster {state.kafka_cluster_id}, "
+                        f"but {self.kafka.servers} is cluster {ksnap.cluster_id}: refusing to resume job {cfg.name!r} "
+                        f"(use a new job name or manifest for another cluster)")
+                tid = ksnap.topic_ids.get(topic)
+                if state.topic_id and tid and state.topic_id != tid:
+                    raise ResumeGuardError(
+                        f"topic {topic!r} was deleted and recreated (topic id {state.topic_id} in the manifest, "
+                        f"{tid} now): refusing to resume job {cfg.name!r}, whose offsets refer to the old topic")
+                start = state.next_offset
+            else:
+                start = b.earliest if cfg.kafka_starting_offsets == "earliest" else b.latest
+            if start < b.earliest:
+                lost = f"{topic}-{part} offsets [{start}, {b.earliest - 1}]"
+                if cfg.offsets_on_data_loss != "skip":
+                    raise DataLossError(
+                        f"{lost} were deleted by Kafka retention before they were archived; set "
+                        f"offsets.on.data.loss=skip to continue from {b.earliest} (the skipped range is recorded "
+                        f"in the manifest)")
+                log.warning("skipping %s lost to retention", lost)
+                skipped.append({"topic": topic, "kafka_partition": part, "kind": "skipped", "range_start": start,
+                                "range_end": b.earliest - 1, "record_count": 0, "note": "deleted by retention",
+                                "kafka_cluster_id": ksnap.cluster_id, "topic_id": ksnap.topic_ids.get(topic)})
+                start = b.earliest
+            if start > b.latest:
+                raise ResumeGuardError(
+                    f"{topic}-{part}: the manifest's next offset {start} is beyond Kafka's latest offset {b.latest} "
+                    f"(topic truncated or replaced?)")
+            end = b.latest
+            if cfg.batch_max_records > 0:
+                end = min(end, start + cfg.batch_max_records)
+            if start < end:
+                plans.append(PartitionPlan(topic, part, start, end))
+        return plans, skipped, ksnap, msnap.next_batch_id
+
+    def _read(self, plans: list[PartitionPlan]):
+        from pyspark.sql import functions as F
+
+        assign: dict[str, list[int]] = {}
+        starting: dict[str, dict[str, int]] = {}
+        ending: dict[str, dict[str, int]] = {}
+        for p in plans:
+            assign.setdefault(p.topic, []).append(p.partition)
+            starting.setdefault(p.topic, {})[str(p.partition)] = p.start
+            ending.setdefault(p.topic, {})[str(p.partition)] = p.end
+        reader = self.spark.read.format("kafka")
+        for k, v in self.cfg.kafka_options.items():
+            reader = reader.option(k, v)
+        df = (reader.option("assign", json.dumps(assign))
+              .option("startingOffsets", json.dumps(starting))
+              .option("endingOffsets", json.dumps(ending))
+              .option("includeHeaders", "true")
+              .option("failOnDataLoss", "true")
+              .load())
+        return df.select("key", "value", "topic", "partition", "offset",
+                         F.expr("unix_millis(timestamp)").alias("ts"), "headers")
+
+    # -- one batch
+    def run_batch(self, flush_tail: bool = False) -> BatchResult:
+        from lakesink.archiver import BatchContext, Fault
+
+        t0 = time.monotonic()
+        plans, skipped, ksnap, batch_id = self.plan()
+        result = BatchResult(batch_id, self.run_id, partitions=plans)
+        result.seconds["plan"] = time.monotonic() - t0
+        rows: list[dict] = list(skipped)
+        if plans:
+            ctx = BatchContext(job=self.cfg.name, run_id=self.run_id, batch_id=batch_id,
+                               cluster_id=ksnap.cluster_id, topic_ids=ksnap.topic_ids, flush_tail=flush_tail,
+                               fault=Fault.parse(self.fault_spec, os.getpid()))
+            cfg = self.cfg
+            starts = {(p.topic, p.partition): (p.start, p.end) for p in plans}
+            t1 = time.monotonic()
+            out = self._read(plans).mapInArrow(
+                lambda it: _archive_partitions(it, cfg, ctx, starts), RESULT_SCHEMA).collect()
+            result.seconds["archive"] = time.monotonic() - t1
+            decoded = [json.loads(r.row) for r in out]
+            status = {(d["topic"], d["kafka_partition"]): d for d in decoded if d.get("_status")}
+            produced = [d for d in decoded if not d.get("_status")]
+            for p in plans:
+                if (p.topic, p.partition) not in status:
+                    # Spark read no record in [start, end): only transaction markers / compaction gaps
+                    rows.append({"topic": p.topic, "kafka_partition": p.partition, "kind": "advance",
+                                 "range_start": p.start, "range_end": p.end - 1, "record_count": 0,
+                                 "note": "no records in range", "kafka_cluster_id": ksnap.cluster_id,
+                                 "topic_id": ksnap.topic_ids.get(p.topic)})
+            rows += produced
+            self._fault("before_resolve")
+            self._resolve_pending(rows)
+        self._validate(plans, rows)
+        self._fault("before_commit")
+        for r in rows:
+            for k in ("min_timestamp", "max_timestamp"):
+                if r.get(k) is not None:
+                    r[k] = dt.datetime.fromtimestamp(r[k] / 1000, dt.timezone.utc).replace(tzinfo=None)
+            for s in r.get("side_files") or []:
+                s.pop("_pending", None)
+            r.pop("_pending", None)
+        t2 = time.monotonic()
+        if rows:
+            self._fault("during_commit")
+            result.committed_rows = self.manifest.commit(self.cfg.name, batch_id, self.run_id, rows)
+            self._fault("after_commit")
+        result.seconds["commit"] = time.monotonic() - t2
+        result.rows = rows
+        result.objects = sum(1 for r in rows if r["kind"] == "object")
+        result.records = sum(r["record_count"] for r in rows)
+        result.bytes = sum(r.get("size_bytes") or 0 for r in rows)
+        return result
+
+    def _fault(self, point: str) -> None:
+        """Test-only: SIGKILL this driver at a named point (LAKESINK_FAULT=point[:delay_ms])."""
+        spec, _, arg = self.fault_spec.partition(":")
+        if spec != point:
+            return
+        if point == "during_commit":  # kill while the Delta commit is in flight
+            threading.Timer(int(arg or 500) / 1000, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _resolve_pending(self, rows: list[dict]) -> None:
+        """Keys that already held an object at upload time: replace orphans, abort on committed ones."""
+        from lakesink.store import PendingWrite
+
+        pend = []
+        for r in rows:
+            for holder in [r] + list(r.get("side_files") or []):
+                if holder.get("_pending"):
+                    pend.append(holder)
+        if not pend:
+            return
+        committed = [h["_pending"]["key"] for h in pend if self.manifest.is_committed(self.cfg.name, h["_pending"]["key"])]
+        pendings = {h["_pending"]["key"]: PendingWrite(
+            h["_pending"]["key"], h["_pending"]["existing_etag"], h["_pending"]["size"], h["_pending"]["token"],
+            tuple(tuple(p) for p in h["_pending"]["parts"]), h["_pending"].get("etag")) for h in pend}
+        if committed:
+            for p in pendings.values():
+                self.store.abort_pending(p)
+            raise FencedError(
+                f"object(s) {', '.join(committed[:3])} are already committed in the manifest by another run of job "
+                f"{self.cfg.name!r}: this run is behind (a zombie or a concurrent run); nothing was committed")
+        for h in pend:
+            w = self.store.finish_pending(pendings[h["_pending"]["key"]])
+            log.warning("replaced orphan object %s (etag %s) left by a failed run", w.key, h["_pending"]["existing_etag"])
+            h["etag"], h["version_id"], h["size_bytes"] = w.etag, w.version_id, w.size
+            h["_pending"] = None
+
+    def _validate(self, plans: list[PartitionPlan], rows: list[dict]) -> None:
+        """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""
+        by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for r in rows:
+            if r["kind"] == "skipped":
+                continue
+            by_part.setdefault((r["topic"], r["kafka_partition"]), []).append((r["range_start"], r["range_end"]))
+        planned = {(p.topic, p.partition): p for p in plans}
+        for tp, ranges in by_part.items():
+            p = planned.get(tp)
+            if p is None:
+                raise BatchValidationError(f"{tp[0]}-{tp[1]}: results for a partition that was not planned")
+            expect = p.start
+            for a, b in sorted(set(ranges)):
+                if a != expect or b < a or b >= p.end:
+                    raise BatchValidationError(
+                        f"{tp[0]}-{tp[1]}: commit group [{a}, {b}] does not chain from {expect} "
+                        f"(batch range [{p.start}, {p.end - 1}]); nothing committed")
+                expect = b + 1
+
+    # -- loops
+    def run(self, once: bool = True, interval_s: float = 30.0, flush_tail: bool = False,
+            stop: threading.Event | None = None) -> list[BatchResult]:
+        """``once``: one batch up to the offsets seen now. Else repeat every ``interval_s`` until
+        ``stop`` is set (SIGTERM/SIGINT set it: the current batch finishes and commits first)."""
+        stop = stop or threading.Event()
+        results = []
+        if not once and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+        while True:
+            t = time.monotonic()
+            res = self.run_batch(flush_tail=flush_tail)
+            log.info(res.summary())
+            results.append(res)
+            if once or stop.is_set():
+                return results
+            stop.wait(max(0.0, interval_s - (time.monotonic() - t)))
+            if stop.is_set():
+                return results
+
+
+def run(spark, config, *, once: bool = True, interval_s: float = 30.0, flush_tail: bool = False,
+        stop: threading.Event | None = None) -> list[BatchResult]:
+    """Python API for notebooks and jobs: ``config`` is a SinkConfig, a dict or a config file path."""
+    from lakesink.config import SinkConfig, load_config
+
+    cfg = config if isinstance(config, SinkConfig) else (
+        SinkConfig.from_dict(config) if isinstance(config, dict) else load_config(config))
+    return SinkJob(spark, cfg).run(once=once, interval_s=interval_s, flush_tail=flush_tail, stop=stop)
+
+
+def parse_interval(text: str) -> float:
+    """'30s', '5m', '1h', '250ms' or plain seconds → seconds."""
+    t = text.strip().lower()
+    for suffix, mult in (("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)):
+        if t.endswith(suffix) and t[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(t[: -len(suffix)]) * mult
+    if t.replace(".", "", 1).isdigit():
+        return float(t)
+    raise LakesinkError(f"--interval {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
+
+
+__all__ = ["SinkJob", "BatchResult", "run", "parse_interval", "DataLossError", "ResumeGuardError",
+           "BatchValidationError", "FencedError", "ManifestError"]
