@@ -1,0 +1,76 @@
+"""The Delta manifest on s3a://: next offsets, one-transaction commits, fencing of a second writer."""
+import threading
+
+import pytest
+
+from lakesink.manifest import FencedError, Manifest
+
+
+def _rows(topic, part, start, end, key=None):
+    return [{"topic": topic, "kafka_partition": part, "kind": "object" if key else "advance",
+             "range_start": start, "range_end": end, "first_offset": start if key else None,
+             "last_offset": end if key else None, "record_count": (end - start + 1) if key else 0,
+             "object_key": key, "side_files": [{"view": "keys", "key": key + ".keys", "etag": "e",
+                                                "version_id": None, "size_bytes": 1}] if key else None,
+             "kafka_cluster_id": "c1", "topic_id": "t1"}]
+
+
+@pytest.fixture
+def manifest(spark, bucket):
+    m = Manifest(spark, f"s3a://{bucket}/manifest")
+    m.ensure()
+    m.ensure()  # idempotent
+    return m
+
+
+def test_empty_manifest_snapshot(manifest):
+    snap = manifest.snapshot("job")
+    assert snap.partitions == {} and snap.next_batch_id == 0
+
+
+def test_commit_and_next_offsets(manifest):
+    assert manifest.commit("job", 0, "run-a", _rows("t", 0, 0, 9, "topics/t/partition=0/t+0+0000000000.avro")
+                           + _rows("t", 1, 0, 4)) == 2
+    manifest.commit("job", 1, "run-a", _rows("t", 0, 10, 19, "topics/t/partition=0/t+0+0000000010.avro"))
+    snap = manifest.snapshot("job")
+    assert snap.next_batch_id == 2
+    assert snap.partitions[("t", 0)].next_offset == 20
+    assert snap.partitions[("t", 1)].next_offset == 5
+    assert snap.partitions[("t", 0)].topic_id == "t1"
+    assert manifest.snapshot("other-job").partitions == {}
+    keys = manifest.committed_keys("job")
+    assert "topics/t/partition=0/t+0+0000000010.avro" in keys and "topics/t/partition=0/t+0+0000000000.avro.keys" in keys
+    assert manifest.is_committed("job", "topics/t/partition=0/t+0+0000000000.avro.keys")
+    assert not manifest.is_committed("job", "topics/t/partition=0/t+0+0000000020.avro")
+
+
+def test_second_commit_of_a_batch_is_fenced_and_adds_nothing(manifest):
+    manifest.commit("job", 0, "run-a", _rows("t", 0, 0, 9, "k0"))
+    with pytest.raises(FencedError, match="batch 0 was already committed"):
+        manifest.commit("job", 0, "run-zombie", _rows("t", 0, 0, 9, "k0-zombie"))
+    assert manifest.df().count() == 1
+    # a stale batch id (below the stored txn version) is skipped by Delta too: also fenced
+    manifest.commit("job", 1, "run-a", _rows("t", 0, 10, 19, "k1"))
+    with pytest.raises(FencedError):
+        manifest.commit("job", 0, "run-old", _rows("t", 0, 0, 9, "k-old"))
+    assert manifest.df().count() == 2
+
+
+def test_concurrent_commits_of_the_same_batch_exactly_one_wins(manifest):
+    outcomes = {}
+
+    def go(run):
+        try:
+            manifest.commit("job", 0, run, _rows("t", 0, 0, 9, f"key-{run}"))
+            outcomes[run] = "ok"
+        except FencedError as e:
+            outcomes[run] = f"fenced: {e}"
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in ("run-a", "run-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(v == "ok" for v in outcomes.values()) == [False, True], outcomes
+    rows = manifest.df().collect()
+    assert len(rows) == 1 and outcomes[rows[0].run_id] == "ok"
