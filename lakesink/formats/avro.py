@@ -1,0 +1,216 @@
+"""Avro object container files (Confluent ``AvroFormat``; spec §2, §5).
+
+Writer schema = the first record's schema (VALUE: ``value_schema.avro``; a schemaless bytes/str
+value gets ``"bytes"``/``"string"``; anything else schemaless is an EncodeError, Confluent needs a
+schema). KEYS: ``record.extra["key_schema"]`` (ValueSchema or Avro schema) if present, else the
+primitive schema of the first key (bytes/string/long/double/boolean). HEADERS: the bare array of
+``{key: string, value: ["null","string"]}`` records (Confluent's value is a required string, which
+makes a null header value fail there; we keep it as null instead).
+
+Fast path: a record whose ``raw_value`` is Confluent wire format (magic 0 + 4-byte schema id +
+Avro binary) for the file's writer schema (same canonical-form fingerprint and the wire id equal to
+``value_schema.id``) is copied into the block as its payload bytes, without decode/re-encode.
+The check on the id keeps a record whose value was projected to another schema off the fast path.
+
+Values are raw Avro values (see :mod:`lakesink.schema`): fastavro writes ints/bytes given for
+logical types unchanged, and :meth:`AvroFormat.read` returns raw values again (not datetimes).
+"""
+from __future__ import annotations
+
+import copy
+import io
+import json
+from typing import Any, BinaryIO, Iterator
+
+import fastavro
+from fastavro.write import Writer
+
+from ..records import SinkRecord, ValueSchema
+from ..schema import fingerprint, primitive_schema_for, raw_parsed_schema
+from .base import EmptyFileError, Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
+
+CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
+DEFAULT_SYNC_INTERVAL = 64000  # Avro Java's DataFileWriter default (Confluent's files)
+
+HEADERS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "record",
+        "name": "ConnectDefault",
+        "namespace": "io.confluent.connect.avro",
+        "fields": [
+            {"name": "key", "type": "string"},
+            {"name": "value", "type": ["null", "string"]},
+        ],
+    },
+}
+
+
+class _Block:
+    """The two attributes fastavro's ``Writer.write_block`` reads from a ``read.Block``."""
+
+    __slots__ = ("num_records", "bytes_")
+
+    def __init__(self, num_records: int, data: bytes):
+        self.num_records = num_records
+        self.bytes_ = io.BytesIO(data)
+
+
+class AvroFormat(Format):
+    """``avro`` format: options ``codec`` (null|deflate|snappy|bzip2|zstandard|xz), ``codec_level``,
+    ``sync_interval`` (uncompressed bytes per block, default 64000), ``fast_path`` (default True)."""
+
+    name = "avro"
+    extension = ".avro"
+
+    def __init__(self, codec: str = "null", codec_level: int | None = None,
+                 sync_interval: int = DEFAULT_SYNC_INTERVAL, fast_path: bool = True):
+        codec = {"zstd": "zstandard", "none": "null"}.get(codec, codec)
+        if codec not in CODECS:
+            raise ValueError(f"avro codec {codec!r} not supported; expected one of {list(CODECS)}")
+        if sync_interval < 1:
+            raise ValueError("sync_interval must be >= 1")
+        self.codec, self.codec_level = codec, codec_level
+        self.sync_interval, self.fast_path = sync_interval, fast_path
+
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "AvroWriter":
+        return AvroWriter(self, out, self._check_view(view))
+
+    def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
+        """Yield raw Avro values (HEADERS: lists of (key, value) tuples)."""
+        view = RecordView(view)
+        blocks = fastavro.block_reader(stream)
+        schema = raw_parsed_schema(blocks.writer_schema)
+        reader = fastavro.schemaless_reader
+        for block in blocks:
+            buf = block.bytes_
+            for _ in range(block.num_records):
+                v = reader(buf, schema, None)
+                yield [(h["key"], h["value"]) for h in v] if view is RecordView.HEADERS else v
+
+
+class AvroWriter(FormatWriter):
+    def __init__(self, fmt: AvroFormat, out: BinaryIO, view: RecordView):
+        super().__init__(out, view)
+        self._fmt = fmt
+        self._w: Writer | None = None
+        self._fp: str | None = None          # fingerprint of the writer schema
+        self._schema_id: bytes | None = None  # wire prefix accepted by the fast path
+        self._schemaless: str | None = None   # "bytes"/"string" file from schemaless values
+        self._raw: list[bytes] = []           # fast-path payloads of the current block
+        self._raw_size = 0
+        if view is RecordView.HEADERS:
+            self._open(HEADERS_SCHEMA, None)
+
+    # -- schema of the file
+
+    def _open(self, avro: Any, vs: ValueSchema | None) -> None:
+        f = self._fmt
+        self._fp = vs.fingerprint if vs is not None else fingerprint(avro)
+        if vs is not None and vs.id is not None and f.fast_path:
+            self._schema_id = b"\x00" + vs.id.to_bytes(4, "big")
+        self._w = Writer(self._sink, copy.deepcopy(avro), codec=f.codec, sync_interval=f.sync_interval,
+                         compression_level=f.codec_level)
+
+    def _open_from(self, record: SinkRecord) -> None:
+        if self.view is RecordView.VALUE:
+            vs, v = record.value_schema, record.value
+        else:
+            ks = record.extra.get("key_schema") if record.extra else None
+            vs = ks if isinstance(ks, ValueSchema) else None
+            v = record.key
+            if ks is not None and vs is None:
+                self._open(ks, None)
+                return
+        if vs is not None:
+            self._open(vs.avro, vs)
+            return
+        prim = primitive_schema_for(v)
+        if self.view is RecordView.VALUE and prim not in ("bytes", "string"):
+            raise encode_error(record, f"Avro format needs a schema'd value (value.decoder=avro); got a "
+                                       f"schemaless {type(v).__name__}")
+        if prim is None:
+            raise encode_error(record, f"Avro keys need a schema (extra['key_schema']) for {type(v).__name__}")
+        self._schemaless = prim
+        self._open(prim, None)
+
+    # -- writing
+
+    def write(self, record: SinkRecord) -> None:
+        if self.view is not RecordView.VALUE:
+            self._write_view(record)
+            return
+        value = record.value
+        if value is None:
+            raise encode_error(record, "null value (tombstone) cannot be written to a value file")
+        if self._w is None:
+            self._open_from(record)
+        vs = record.value_schema
+        if vs is not None:
+            if vs.fingerprint != self._fp:
+                raise encode_error(record, f"value schema {vs.name or vs.fingerprint[:12]} differs from the "
+                                           "file's writer schema (the file should have been rotated)")
+            raw = record.raw_value
+            if raw is not None and raw[:5] == self._schema_id:
+                self._append_raw(raw)
+                return
+        elif self._schemaless is None or primitive_schema_for(value) != self._schemaless:
+            raise encode_error(record, "schemaless value in a file with an Avro record schema")
+        self._write_value(record, value)
+
+    def _write_view(self, record: SinkRecord) -> None:
+        if self.view is RecordView.KEYS:
+            value = record_key(record)
+        else:
+            value = [{"key": k, "value": v} for k, v in header_pairs(record)]
+        if self._w is None:
+            self._open_from(record)
+        self._write_value(record, value)
+
+    def _append_raw(self, raw: bytes) -> None:
+        payload = raw[5:]
+        self._raw.append(payload)
+        self._raw_size += len(payload)
+        self.record_count += 1
+        if self._raw_size >= self._fmt.sync_interval:
+            self._flush_raw()
+
+    def _flush_raw(self) -> None:
+        if self._raw:
+            # write_block first dumps fastavro's own pending records, so file order is kept
+            self._w.write_block(_Block(len(self._raw), b"".join(self._raw)))
+            self._raw.clear()
+            self._raw_size = 0
+
+    def _write_value(self, record: SinkRecord, value: Any) -> None:
+        if self._raw:
+            self._flush_raw()
+        w = self._w
+        try:
+            w.write(value)
+        except Exception as e:  # fastavro: TypeError/ValueError/KeyError/AttributeError/OverflowError
+            self._drop_partial_record()
+            raise encode_error(record, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
+        self.record_count += 1
+
+    def _drop_partial_record(self) -> None:
+        """A failed write leaves part of a record in fastavro's block buffer (block_count is not
+        incremented). Re-read the good records to find where they end, emit them as a block of
+        their own and clear the buffer, so the writer stays usable (the DLQ case). Rare path, so
+        no per-record bookkeeping is spent on it."""
+        w = self._w
+        data, count = w.io.getvalue(), w.block_count
+        buf = io.BytesIO(data)
+        schema = raw_parsed_schema(json.loads(w.metadata["avro.schema"]))
+        for _ in range(count):
+            fastavro.schemaless_reader(buf, schema, None)
+        w.io.clear()
+        w.block_count = 0
+        if count:
+            w.write_block(_Block(count, data[:buf.tell()]))
+
+    def _finish(self) -> None:
+        if self._w is None:
+            raise EmptyFileError("Avro writer closed with no record: the writer schema comes from the first record")
+        self._flush_raw()
+        self._w.flush()

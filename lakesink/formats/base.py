@@ -1,0 +1,205 @@
+"""The format interface shared by every writer/reader pair, and the pieces they all use.
+
+A :class:`Format` is a configured, stateless factory (one per sink config); a :class:`FormatWriter`
+encodes the records of ONE object and streams the bytes into ``out`` as it goes, holding at most
+a bounded buffer (an Avro block, a Parquet row group, ``buffer_size`` bytes of text).
+"""
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+from enum import Enum
+from typing import Any, BinaryIO, Iterator
+
+from ..errors import EncodeError, LakesinkError
+from ..records import SinkRecord
+
+#: Bytes a writer collects before pushing them to ``out``: large enough that a multipart stream
+#: sees few, big writes; small enough to be irrelevant for memory.
+DEFAULT_BUFFER_SIZE = 1 << 20
+
+
+class RecordView(str, Enum):
+    """Which part of the record an object holds (spec §5: ``.keys`` / ``.headers`` objects)."""
+
+    VALUE = "value"
+    KEYS = "keys"
+    HEADERS = "headers"
+
+
+class EmptyFileError(LakesinkError):
+    """close() on a writer that saw no record and cannot build a valid file without one
+    (Avro/Parquet take their schema from the first record)."""
+
+
+class Format(ABC):
+    """A configured output format: names its extension, opens writers, reads objects back."""
+
+    name: str
+    extension: str
+
+    @abstractmethod
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "FormatWriter":
+        """Start one object written to ``out`` (only ``write``/``flush`` are used; never closed)."""
+
+    @abstractmethod
+    def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
+        """Yield the values (keys, header lists) of an object in file order."""
+
+    def supports_view(self, view: RecordView) -> bool:
+        """Whether this format can hold ``view`` (Confluent: no ByteArray headers)."""
+        return True
+
+    def _check_view(self, view: RecordView) -> RecordView:
+        view = RecordView(view)
+        if not self.supports_view(view):
+            raise ValueError(f"format {self.name!r} cannot write the {view.value} view")
+        return view
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.extension}>"
+
+
+class FormatWriter(ABC):
+    """Encodes the records of one object, streaming into ``out``."""
+
+    record_count: int = 0
+
+    def __init__(self, out: BinaryIO, view: RecordView):
+        self._sink = CountingSink(out)
+        self.view = view
+        self.record_count = 0
+        self._closed = False
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes pushed to ``out`` so far (after compression)."""
+        return self._sink.bytes_written
+
+    @abstractmethod
+    def write(self, record: SinkRecord) -> None:
+        """Append one record; raises :class:`EncodeError` for a value the format cannot hold."""
+
+    @abstractmethod
+    def _finish(self) -> None:
+        """Write trailers / footers into ``self._sink``."""
+
+    def close(self) -> None:
+        """Finish the object (trailers, footers), flush ``out``; ``out`` stays open. Idempotent."""
+        if self._closed:
+            return
+        self._finish()
+        self._closed = True
+        self._sink.flush()
+
+    def side_files(self) -> dict[str, bytes]:
+        """Extra objects to upload next to this one, keyed by suffix (blockgzip: ``.index.json``)."""
+        return {}
+
+    def __enter__(self) -> "FormatWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+
+
+class CountingSink:
+    """Write-only file facade over ``out`` that counts bytes and coalesces small writes.
+
+    Libraries (fastavro, pyarrow) write headers and block framing in tiny pieces; collecting them up
+    to ``buffer_size`` keeps a multipart-upload stream from seeing thousands of 4-byte writes. It
+    also answers ``tell()`` (pyarrow needs it) without requiring ``out`` to be seekable.
+    """
+
+    closed = False
+
+    def __init__(self, out: BinaryIO, buffer_size: int = DEFAULT_BUFFER_SIZE):
+        self._out = out
+        self._parts: list[bytes] = []
+        self._pending = 0
+        self._limit = buffer_size
+        self.bytes_written = 0  # pushed to out
+        self.position = 0  # accepted from the encoder (pushed + pending)
+
+    def write(self, data) -> int:
+        n = len(data)
+        if not n:
+            return 0
+        self.position += n
+        if n >= self._limit and not self._parts:
+            self._push(data)
+            return n
+        self._parts.append(bytes(data))
+        self._pending += n
+        if self._pending >= self._limit:
+            self.drain()
+        return n
+
+    def drain(self) -> None:
+        """Push whatever is pending to ``out`` (without flushing ``out``)."""
+        if self._parts:
+            data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+            self._parts.clear()
+            self._pending = 0
+            self._push(data)
+
+    def _push(self, data) -> None:
+        self._out.write(data)
+        self.bytes_written += len(data)
+
+    def flush(self) -> None:
+        self.drain()
+        flush = getattr(self._out, "flush", None)
+        if flush is not None:
+            flush()
+
+    def tell(self) -> int:
+        return self.position
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:  # pyarrow may call it; ``out`` belongs to the caller
+        self.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# Record views shared by the formats
+
+
+def encode_error(record: SinkRecord, reason: str) -> EncodeError:
+    """An EncodeError naming ``record``."""
+    return EncodeError(record.topic, record.partition, record.offset, reason)
+
+
+def header_pairs(record: SinkRecord) -> list[tuple[str, str | None]]:
+    """The record's headers as (key, string value) pairs, like Connect's ``Values.convertToString``
+    over header bytes: UTF-8 with U+FFFD for invalid sequences (what Java's ``new String`` does).
+
+    Confluent rejects records without headers when headers are stored (spec §5).
+    """
+    if not record.headers:
+        raise encode_error(record, "record has no headers (store.kafka.headers needs >= 1 header)")
+    return [
+        (k, None if v is None else (v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)))
+        for k, v in record.headers
+    ]
+
+
+def record_key(record: SinkRecord) -> Any:
+    """The record key; Confluent rejects null keys when keys are stored (spec §5)."""
+    if record.key is None:
+        raise encode_error(record, "record key is null (store.kafka.keys needs non-null keys)")
+    return record.key
+
+
+def b64(data: bytes) -> str:
+    """Base64 text, as Connect's JsonConverter / Jackson write BYTES."""
+    return base64.b64encode(data).decode("ascii")

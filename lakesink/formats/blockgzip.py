@@ -1,0 +1,213 @@
+"""DeviantArt Block-GZIP: text lines in independent gzip members plus an ``.index.json`` (spec §8).
+
+Each record becomes one UTF-8 line: a str as is, bytes decoded as UTF-8 (invalid -> EncodeError),
+other values as compact JSON like the json format (DeviantArt used Java ``toString()``); ``\\n`` is
+appended unless the text already ends with one. A new member (chunk) starts when
+``chunk_chars + len(line) > block_size``; records are never split. The slice
+``data[byte_offset:byte_offset+byte_length]`` of a chunk decompresses on its own; the whole object
+is ordinary multi-member gzip.
+
+Deliberate differences from DeviantArt, all invisible to a plain gzip reader:
+  * the threshold counts characters like DA (Java chars; a character outside the BMP counts 1
+    here, 2 in Java); ``byte_length_uncompressed`` is the true UTF-8 byte count (DA reports its
+    char counter: equal for ASCII);
+  * an oversized FIRST record does not produce DA's empty 0-record member first (an index entry
+    with no records and the same first offset as the next one only confuses offset lookups);
+  * ``first_record_offset`` of every chunk is the real Kafka offset of its first record; DA
+    computes ``previous + num_records``, which is the same unless offsets have gaps (compaction,
+    transaction markers), where DA's value would be wrong.
+``compression=bzip2`` uses independent bzip2 streams per chunk (extension ``.bz2``).
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, BinaryIO, Iterator
+
+from ..records import SinkRecord
+from .base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error
+from .compression import CompressingSink, parse_compression
+from .json import compact_json
+
+DEFAULT_BLOCK_SIZE = 67108864  # DA's compressed_block_size default (raw bytes per chunk)
+INDEX_SUFFIX = ".index.json"
+
+
+@dataclass(frozen=True)
+class ChunkIndexEntry:
+    """One chunk of a Block-GZIP object (field names and order as in DA's index.json)."""
+
+    first_record_offset: int
+    num_records: int
+    byte_offset: int
+    byte_length: int
+    byte_length_uncompressed: int
+
+
+def parse_index(data: bytes | str) -> list[ChunkIndexEntry]:
+    """Parse an ``.index.json`` body (any key order, as json-simple writes it)."""
+    obj = json.loads(data)
+    return [ChunkIndexEntry(**{k: int(c[k]) for k in ChunkIndexEntry.__dataclass_fields__}) for c in obj["chunks"]]
+
+
+def find_chunk(index: list[ChunkIndexEntry], offset: int) -> ChunkIndexEntry | None:
+    """The chunk whose offset range can hold Kafka ``offset`` (last chunk starting at or before it)."""
+    found = None
+    for c in index:
+        if c.first_record_offset <= offset:
+            found = c
+        else:
+            break
+    return found
+
+
+class BlockGzipFormat(Format):
+    """``blockgzip`` format: options ``compression`` (gzip|bzip2), ``compression_level``,
+    ``block_size`` (alias ``compressed_block_size``; raw bytes per chunk), ``buffer_size``."""
+
+    name = "blockgzip"
+
+    def __init__(self, compression: str | None = "gzip", compression_level: int = -1,
+                 block_size: int = DEFAULT_BLOCK_SIZE, compressed_block_size: int | None = None,
+                 buffer_size: int = DEFAULT_BUFFER_SIZE):
+        self.compression = parse_compression(compression or "gzip", allowed=("gzip", "bzip2"))
+        self.compression_level = int(compression_level)
+        if not -1 <= self.compression_level <= 9:
+            raise ValueError(f"compression_level {compression_level} is outside -1..9")
+        self.block_size = int(compressed_block_size if compressed_block_size is not None else block_size)
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        self.buffer_size = int(buffer_size)
+        self.extension = ".gz" if self.compression == "gzip" else ".bz2"
+
+    def supports_view(self, view: RecordView) -> bool:
+        return view is RecordView.VALUE
+
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "BlockGzipWriter":
+        return BlockGzipWriter(self, out, self._check_view(view))
+
+    def _decompress_stream(self, stream: BinaryIO):
+        head = stream.read(4)
+        if not head:  # an empty object (0 records): bz2 would call that truncated
+            return iter(())
+        stream = io.BufferedReader(_Prefixed(head, stream))
+        return gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else bz2.BZ2File(stream, "rb")
+
+    def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[str]:
+        """Yield the lines (without their ``\\n``) of the whole object."""
+        self._check_view(view)
+        for line in self._decompress_stream(stream):
+            yield line.decode("utf-8").removesuffix("\n")
+
+    def read_chunk(self, data: bytes, entry: ChunkIndexEntry | dict) -> list[str]:
+        """Lines of one chunk: ``data`` is the whole object, or exactly the chunk's byte range
+        (what an S3 range GET of ``byte_offset``..``+byte_length`` returns)."""
+        if isinstance(entry, dict):
+            entry = ChunkIndexEntry(**{k: int(entry[k]) for k in ChunkIndexEntry.__dataclass_fields__})
+        if len(data) != entry.byte_length:
+            data = data[entry.byte_offset:entry.byte_offset + entry.byte_length]
+        raw = gzip.decompress(data) if self.compression == "gzip" else bz2.decompress(data)
+        return raw.decode("utf-8").splitlines()
+
+
+class _Prefixed(io.RawIOBase):
+    """``head`` (already read) followed by the rest of ``stream``."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head, self._stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._stream.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+def line_of(value: Any) -> str | None:
+    """The text line DA would write for ``value`` (without the newline), or None if impossible."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8")  # UnicodeDecodeError -> EncodeError by the caller
+    if value is None:
+        return None
+    return compact_json(value)
+
+
+class BlockGzipWriter(FormatWriter):
+    def __init__(self, fmt: BlockGzipFormat, out: BinaryIO, view: RecordView):
+        super().__init__(out, view)
+        self._fmt = fmt
+        self._chunks: list[ChunkIndexEntry] = []
+        self._member: CompressingSink | None = None
+        self._first = 0         # Kafka offset of the current chunk's first record
+        self._count = 0         # records in the current chunk
+        self._raw = 0           # raw (UTF-8) bytes in the current chunk
+        self._chars = 0         # characters in the current chunk (the threshold counts these)
+        self._start = 0         # sink position where the current chunk's member began
+        self._lines: list[str] = []
+        self._pending = 0
+
+    def write(self, record: SinkRecord) -> None:
+        value = record.value
+        if type(value) is str:  # the common case, without a call
+            text = value
+        else:
+            try:
+                text = line_of(value)
+            except (UnicodeDecodeError, TypeError, ValueError) as e:
+                raise encode_error(record, f"cannot write value as a text line: {e}") from None
+            if text is None:
+                raise encode_error(record, "null value (tombstone) cannot be written to a value file")
+        if not text.endswith("\n"):
+            text += "\n"
+        n = len(text)  # characters, as DA counts (Java chars); bytes are counted when encoding
+        if self._count and self._chars + n > self._fmt.block_size:
+            self._end_chunk()
+        if self._member is None:
+            self._member = CompressingSink(self._sink, self._fmt.compression, self._fmt.compression_level)
+            self._first, self._start = record.offset, self._sink.position
+        self._lines.append(text)
+        self._pending += n
+        self._chars += n
+        self._count += 1
+        self.record_count += 1
+        if self._pending >= self._fmt.buffer_size:
+            self._push()
+
+    def _push(self) -> None:
+        if self._lines:
+            data = "".join(self._lines).encode("utf-8")
+            self._raw += len(data)
+            self._member.write(data)
+            self._lines.clear()
+            self._pending = 0
+
+    def _end_chunk(self) -> None:
+        self._push()
+        self._member.finish()
+        end = self._sink.position
+        self._chunks.append(ChunkIndexEntry(self._first, self._count, self._start, end - self._start, self._raw))
+        self._member, self._count, self._raw, self._chars = None, 0, 0, 0
+
+    def _finish(self) -> None:
+        if self._member is not None:
+            self._end_chunk()
+        # 0 records: an empty object (a valid, empty multi-member gzip file) and an empty index
+
+    def index(self) -> list[ChunkIndexEntry]:
+        """The chunks written so far (complete after close())."""
+        return list(self._chunks)
+
+    def side_files(self) -> dict[str, bytes]:
+        body = {"chunks": [asdict(c) for c in self._chunks]}
+        return {INDEX_SUFFIX: json.dumps(body, separators=(",", ":")).encode("utf-8")}

@@ -1,0 +1,96 @@
+"""Raw bytes + separator (Confluent ``ByteArrayFormat``; spec §2).
+
+Each record: its bytes (value must be bytes — use the ``bytes`` decoder) followed by ``separator``
+(default ``b"\\n"``) after EVERY record, no escaping: a value containing the separator cannot be
+split back apart (as with Confluent). KEYS view writes the key bytes; the HEADERS view is not
+allowed (Confluent rejects ByteArrayFormat for headers).
+"""
+from __future__ import annotations
+
+import gzip
+from typing import BinaryIO, Iterator
+
+from ..records import SinkRecord
+from .base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error, record_key
+from .compression import CompressingSink, parse_compression
+
+
+class ByteArrayFormat(Format):
+    """``bytearray`` format: options ``separator`` (bytes or str, default ``"\\n"``), ``extension``
+    (default ``.bin``), ``compression`` (none|gzip), ``compression_level``, ``buffer_size``."""
+
+    name = "bytearray"
+
+    def __init__(self, separator: bytes | str = b"\n", extension: str = ".bin", compression: str | None = "none",
+                 compression_level: int = -1, buffer_size: int = DEFAULT_BUFFER_SIZE):
+        self.separator = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
+        if not extension:
+            raise ValueError("bytearray extension must not be empty")
+        self.compression = parse_compression(compression)
+        self.compression_level = int(compression_level)
+        if not -1 <= self.compression_level <= 9:
+            raise ValueError(f"compression_level {compression_level} is outside -1..9")
+        self.buffer_size = int(buffer_size)
+        self.base_extension = extension
+        self.extension = extension + (".gz" if self.compression == "gzip" else "")
+
+    def supports_view(self, view: RecordView) -> bool:
+        return view is not RecordView.HEADERS
+
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "ByteArrayWriter":
+        return ByteArrayWriter(self, out, self._check_view(view))
+
+    def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[bytes]:
+        """Yield the byte values, split on the separator (streaming, 1 MiB reads)."""
+        self._check_view(view)
+        src = gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else stream
+        sep = self.separator
+        if not sep:  # nothing to split on: the object is one value
+            data = src.read()
+            if data:
+                yield data
+            return
+        rest = b""
+        while True:
+            chunk = src.read(1 << 20)
+            if not chunk:
+                break
+            parts = (rest + chunk).split(sep)
+            rest = parts.pop()
+            yield from parts
+        if rest:  # no trailing separator: not written by us, still return it
+            yield rest
+
+
+class ByteArrayWriter(FormatWriter):
+    def __init__(self, fmt: ByteArrayFormat, out: BinaryIO, view: RecordView):
+        super().__init__(out, view)
+        self._fmt = fmt
+        self._parts: list[bytes] = []
+        self._pending = 0
+        self._gz = CompressingSink(self._sink, "gzip", fmt.compression_level) if fmt.compression == "gzip" else None
+
+    def write(self, record: SinkRecord) -> None:
+        value = record.value if self.view is RecordView.VALUE else record_key(record)
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            what = "null value (tombstone)" if value is None else f"a {type(value).__name__}"
+            raise encode_error(record, f"ByteArray format needs bytes, got {what} (use the bytes decoder)")
+        parts = self._parts
+        parts.append(value)
+        parts.append(self._fmt.separator)
+        self._pending += len(value) + len(self._fmt.separator)
+        self.record_count += 1
+        if self._pending >= self._fmt.buffer_size:
+            self._push()
+
+    def _push(self) -> None:
+        if self._parts:
+            data = b"".join(self._parts)
+            self._parts.clear()
+            self._pending = 0
+            (self._gz or self._sink).write(data)
+
+    def _finish(self) -> None:
+        self._push()
+        if self._gz is not None:
+            self._gz.finish()

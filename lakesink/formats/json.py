@@ -1,0 +1,181 @@
+"""Newline-delimited JSON (Confluent ``JsonFormat``; spec §2, §5).
+
+One value per line, ``\\n`` after every record including the last, compact separators (Jackson's
+output has no spaces), non-ASCII written as UTF-8. Inside values, bytes become base64 strings
+(JsonConverter's BYTES / Jackson's ``byte[]``); Avro decimals (raw unscaled bytes) follow
+``decimal_format``: ``BASE64`` (default, = the bytes in base64) or ``NUMERIC`` (a JSON number, needs
+the record's value_schema to find them). Raw logical ints (timestamp-millis, date) are already what
+JsonConverter writes. A top-level bytes value, a NaN/Infinity, or an unserialisable object is an
+EncodeError. With ``compression=gzip`` the whole object is ONE gzip member.
+
+Known differences from Jackson: doubles print as Python ``repr`` (``1e+16`` where Java prints
+``1.0E16``); non-optional Avro unions are written as the bare branch value, not Connect's
+``{"branch": value}`` struct.
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import gzip
+import json
+import re
+import secrets
+import uuid
+from typing import Any, BinaryIO, Iterator
+
+from ..records import SinkRecord
+from ..schema import value_converter
+from .base import (DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, b64, encode_error, header_pairs,
+                   record_key)
+from .compression import CompressingSink, parse_compression
+
+DECIMAL_FORMATS = ("BASE64", "NUMERIC")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class JsonFormat(Format):
+    """``json`` format: options ``compression`` (none|gzip), ``compression_level`` (-1..9),
+    ``decimal_format`` (BASE64|NUMERIC), ``buffer_size`` (bytes collected before a push)."""
+
+    name = "json"
+
+    def __init__(self, compression: str | None = "none", compression_level: int = -1,
+                 decimal_format: str = "BASE64", buffer_size: int = DEFAULT_BUFFER_SIZE):
+        self.compression = parse_compression(compression)
+        self.compression_level = int(compression_level)
+        if not -1 <= self.compression_level <= 9:
+            raise ValueError(f"compression_level {compression_level} is outside -1..9")
+        self.decimal_format = str(decimal_format).upper()
+        if self.decimal_format not in DECIMAL_FORMATS:
+            raise ValueError(f"decimal_format {decimal_format!r} not in {list(DECIMAL_FORMATS)}")
+        self.buffer_size = int(buffer_size)
+        self.extension = ".json" + (".gz" if self.compression == "gzip" else "")
+
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "JsonWriter":
+        return JsonWriter(self, out, self._check_view(view))
+
+    def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
+        """Yield parsed values (KEYS: bytes keys come back as their base64 strings;
+        HEADERS: lists of (key, value) tuples)."""
+        view = RecordView(view)
+        src = gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else stream
+        loads = json.loads
+        for line in src:
+            if line.strip():
+                v = loads(line)
+                yield [(h["key"], h["value"]) for h in v["headers"]] if view is RecordView.HEADERS else v
+
+
+def json_default(o: Any) -> Any:
+    """What JsonConverter / Jackson write for types ``json`` can't: bytes -> base64, Decimal ->
+    base64 of the unscaled bytes (BASE64 decimal format), datetime -> epoch ms, date -> days,
+    time -> ms of day, UUID -> str."""
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return b64(bytes(o))
+    if isinstance(o, decimal.Decimal):
+        unscaled = int(o.scaleb(-o.as_tuple().exponent))
+        return b64(unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True))
+    if isinstance(o, datetime.datetime):
+        if o.tzinfo is None:
+            o = o.replace(tzinfo=datetime.timezone.utc)
+        return (o - _EPOCH) // datetime.timedelta(milliseconds=1)
+    if isinstance(o, datetime.date):
+        return (o - _EPOCH.date()).days
+    if isinstance(o, datetime.time):
+        return ((o.hour * 60 + o.minute) * 60 + o.second) * 1000 + o.microsecond // 1000
+    if isinstance(o, uuid.UUID):
+        return str(o)
+    if isinstance(o, (tuple, set, frozenset)):
+        return list(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+#: compact, UTF-8, NaN-rejecting encoder with the Connect conversions above
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False,
+                                default=json_default).encode
+
+
+class JsonWriter(FormatWriter):
+    def __init__(self, fmt: JsonFormat, out: BinaryIO, view: RecordView):
+        super().__init__(out, view)
+        self._fmt = fmt
+        self._numeric = fmt.decimal_format == "NUMERIC"
+        self._marker = "\x00" + secrets.token_hex(6) + ":"  # NUMERIC decimals, replaced after encoding
+        self._marker_re = re.compile('"' + re.escape(json.dumps(self._marker)[1:-1]) + '([^"]*)"')
+        self._converters: dict[str, Any] = {}
+        self._encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                                        check_circular=False, default=self._default).encode
+        self._lines: list[str] = []
+        self._pending = 0
+        self._gz = CompressingSink(self._sink, "gzip", fmt.compression_level) if fmt.compression == "gzip" else None
+
+    def _default(self, o: Any) -> Any:
+        if self._numeric and isinstance(o, decimal.Decimal):
+            return self._marker + str(o)
+        return json_default(o)
+
+    def _numeric_converter(self, record: SinkRecord):
+        vs = record.value_schema
+        if vs is None:
+            return None
+        try:
+            return self._converters[vs.fingerprint]
+        except KeyError:
+            def leaf(node):
+                if node.get("logicalType") == "decimal" and node.get("type") in ("bytes", "fixed"):
+                    scale, marker = int(node.get("scale", 0)), self._marker
+
+                    def conv(v):
+                        if isinstance(v, (bytes, bytearray)):
+                            return marker + str(decimal.Decimal(int.from_bytes(v, "big", signed=True)).scaleb(-scale))
+                        return v
+                    return conv
+                return None
+
+            c = self._converters[vs.fingerprint] = value_converter(vs.avro, leaf)
+            return c
+
+    def write(self, record: SinkRecord) -> None:
+        view = self.view
+        if view is RecordView.VALUE:
+            value = record.value
+            if value is None:
+                raise encode_error(record, "null value (tombstone) cannot be written to a value file")
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                raise encode_error(record, "JSON format cannot write a bytes value (use format bytearray, "
+                                           "or a string/json/avro value decoder)")
+            conv = self._numeric_converter(record) if self._numeric else None
+            if conv is not None:
+                value = conv(value)
+        elif view is RecordView.KEYS:
+            value = record_key(record)
+        else:
+            value = {"headers": [{"key": k, "value": v} for k, v in header_pairs(record)]}
+        try:
+            line = self._encode(value)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise encode_error(record, f"cannot encode value as JSON: {e}") from None
+        if self._numeric and "\\u0000" in line:
+            line = self._marker_re.sub(r"\1", line)
+        self._lines.append(line)
+        self._pending += len(line)
+        self.record_count += 1
+        if self._pending >= self._fmt.buffer_size:
+            self._push()
+
+    def _push(self) -> None:
+        if not self._lines:
+            return
+        self._lines.append("")  # -> a "\n" after the last line too
+        data = "\n".join(self._lines).encode("utf-8")
+        self._lines.clear()
+        self._pending = 0
+        if self._gz is not None:
+            self._gz.write(data)
+        else:
+            self._sink.write(data)
+
+    def _finish(self) -> None:
+        self._push()
+        if self._gz is not None:
+            self._gz.finish()  # an empty object still gets a valid (empty) gzip member

@@ -1,0 +1,211 @@
+"""Parquet (Confluent ``ParquetFormat``; spec §2, §1.2, §5) via pyarrow's streaming ParquetWriter.
+
+The file schema is the first record's Avro record schema mapped to Arrow (see
+:func:`lakesink.schema.avro_to_arrow_schema`); a schemaless value is an EncodeError (Confluent
+needs a Struct). Rows are buffered and written as one row group every ``row_group_size`` records,
+so memory is bounded by a row group. The Avro schema is stored in the footer under
+``parquet.avro.schema`` as parquet-avro does. KEYS view: struct ``{key}`` (Confluent's
+``RecordKey``); HEADERS view: ``{headers: list<struct<key, value>>}`` (``RecordHeaders``).
+
+Codecs: none, snappy (default), gzip, zstd, brotli, lz4_raw. parquet-mr's ``lz4`` is Hadoop-framed
+LZ4, which pyarrow cannot write, and ``lzo`` is unsupported: both are rejected.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, BinaryIO, Iterator
+
+import fastavro.validation
+
+from ..records import SinkRecord, ValueSchema
+from ..schema import SchemaError, arrow_value_converter, avro_to_arrow_schema, primitive_schema_for, raw_parsed_schema
+from .base import EmptyFileError, Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
+
+#: codec option -> (pyarrow compression, extension prefix per parquet-mr's CompressionCodecName)
+CODECS = {
+    "none": ("NONE", ""),
+    "uncompressed": ("NONE", ""),
+    "snappy": ("SNAPPY", ".snappy"),
+    "gzip": ("GZIP", ".gz"),
+    "zstd": ("ZSTD", ".zstd"),
+    "brotli": ("BROTLI", ".br"),
+    "lz4_raw": ("LZ4", ".lz4raw"),  # pyarrow's "lz4" writes the LZ4_RAW codec
+}
+DEFAULT_ROW_GROUP_SIZE = 65536
+PAGE_SIZE = 64 * 1024  # Confluent's parquet page size
+
+HEADERS_AVRO = {
+    "type": "record", "name": "RecordHeaders",
+    "fields": [{"name": "headers", "type": {"type": "array", "items": {
+        "type": "record", "name": "ConnectDefault", "namespace": "io.confluent.connect.avro",
+        "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": ["null", "string"]}]}}}],
+}
+
+
+class ParquetFormat(Format):
+    """``parquet`` format: options ``codec`` (see CODECS; default snappy), ``row_group_size``
+    (records per row group), ``compression_level`` (codec level, optional)."""
+
+    name = "parquet"
+
+    def __init__(self, codec: str = "snappy", row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+                 compression_level: int | None = None):
+        codec = (codec or "none").lower()
+        if codec in ("lz4", "lzo"):
+            raise ValueError(f"parquet codec {codec!r} (Hadoop framing) cannot be written by pyarrow; use lz4_raw")
+        if codec not in CODECS:
+            raise ValueError(f"parquet codec {codec!r} not supported; expected one of {sorted(CODECS)}")
+        if row_group_size < 1:
+            raise ValueError("row_group_size must be >= 1")
+        self.codec = "none" if codec == "uncompressed" else codec
+        self.compression, ext = CODECS[codec]
+        self.extension = ext + ".parquet"
+        self.row_group_size = int(row_group_size)
+        self.compression_level = compression_level
+
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "ParquetFormatWriter":
+        return ParquetFormatWriter(self, out, self._check_view(view))
+
+    def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
+        """Yield rows as dicts (timestamps/dates/times as raw ints, decimals as Decimal);
+        KEYS: the keys; HEADERS: lists of (key, value) tuples."""
+        import pyarrow.parquet as pq
+
+        view = RecordView(view)
+        if not hasattr(stream, "seek") or not stream.seekable():
+            import io
+
+            stream = io.BytesIO(stream.read())  # the footer is at the end
+        pf = pq.ParquetFile(stream)
+        raw = _raw_arrow_schema(pf.schema_arrow)
+        for batch in pf.iter_batches():
+            import pyarrow as pa
+
+            rows = pa.Table.from_batches([batch]).cast(raw).to_pylist()
+            for r in rows:
+                if view is RecordView.KEYS:
+                    yield r["key"]
+                elif view is RecordView.HEADERS:
+                    yield [(h["key"], h["value"]) for h in r["headers"]]
+                else:
+                    yield r
+
+
+def _raw_arrow_type(t):
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_timestamp(t) or pt.is_time64(t):
+        return pa.int64()
+    if pt.is_date32(t) or pt.is_time32(t):
+        return pa.int32()
+    if pt.is_struct(t):
+        return pa.struct([f.with_type(_raw_arrow_type(f.type)) for f in t])
+    if pt.is_map(t):
+        return pa.map_(t.key_field, t.item_field.with_type(_raw_arrow_type(t.item_type)))
+    if pt.is_list(t):
+        return pa.list_(t.value_field.with_type(_raw_arrow_type(t.value_type)))
+    return t
+
+
+def _raw_arrow_schema(schema):
+    import pyarrow as pa
+
+    return pa.schema([f.with_type(_raw_arrow_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
+class ParquetFormatWriter(FormatWriter):
+    def __init__(self, fmt: ParquetFormat, out: BinaryIO, view: RecordView):
+        super().__init__(out, view)
+        self._fmt = fmt
+        self._pw = None
+        self._arrow_schema = None
+        self._avro: Any = None
+        self._fp: str | None = None
+        self._trusted_prefix: bytes | None = None
+        self._validate_schema = None
+        self._convert = None
+        self._rows: list[Any] = []
+
+    def _open(self, record: SinkRecord) -> None:
+        import pyarrow.parquet as pq
+
+        view = self.view
+        vs: ValueSchema | None = None
+        if view is RecordView.VALUE:
+            vs = record.value_schema
+            if vs is None:
+                raise encode_error(record, "Parquet format needs a schema'd record value (value.decoder=avro); "
+                                           f"got a schemaless {type(record.value).__name__}")
+            avro = vs.avro
+            if vs.id is not None:
+                self._trusted_prefix = b"\x00" + vs.id.to_bytes(4, "big")
+        elif view is RecordView.KEYS:
+            ks = (record.extra or {}).get("key_schema")
+            key_avro = ks.avro if isinstance(ks, ValueSchema) else ks or primitive_schema_for(record.key)
+            if key_avro is None:
+                raise encode_error(record, f"Parquet keys need a schema (extra['key_schema']) for "
+                                           f"{type(record.key).__name__}")
+            avro = {"type": "record", "name": "RecordKey", "fields": [{"name": "key", "type": key_avro}]}
+        else:
+            avro = HEADERS_AVRO
+        try:
+            self._arrow_schema = avro_to_arrow_schema(avro, {"parquet.avro.schema": json.dumps(avro)})
+        except SchemaError as e:
+            raise encode_error(record, str(e)) from None
+        self._avro = avro
+        self._fp = vs.fingerprint if vs is not None else None
+        self._validate_schema = raw_parsed_schema(avro)
+        self._convert = arrow_value_converter(avro)
+        f = self._fmt
+        self._pw = pq.ParquetWriter(self._sink, self._arrow_schema, compression=f.compression,
+                                    compression_level=f.compression_level, use_dictionary=True,
+                                    data_page_size=PAGE_SIZE)
+
+    def write(self, record: SinkRecord) -> None:
+        view = self.view
+        if view is RecordView.VALUE:
+            row = record.value
+            if row is None:
+                raise encode_error(record, "null value (tombstone) cannot be written to a value file")
+            if self._pw is None:
+                self._open(record)
+            vs = record.value_schema
+            if vs is None or vs.fingerprint != self._fp:
+                raise encode_error(record, "value schema differs from the file's schema (the file should have "
+                                           "been rotated)")
+            raw = record.raw_value
+            trusted = raw is not None and raw[:5] == self._trusted_prefix
+        else:
+            if view is RecordView.KEYS:
+                row = {"key": record_key(record)}
+            else:
+                row = {"headers": [{"key": k, "value": v} for k, v in header_pairs(record)]}
+            if self._pw is None:
+                self._open(record)
+            trusted = False
+        # Arrow conversion only fails when the row group is flushed, too late to name the record:
+        # validate here unless the value was decoded from this very schema's wire bytes.
+        if not trusted and not fastavro.validation.validate(row, self._validate_schema, raise_errors=False):
+            raise encode_error(record, "value does not match the file's Avro schema")
+        if self._convert is not None:
+            row = self._convert(row)
+        rows = self._rows
+        rows.append(row)
+        self.record_count += 1
+        if len(rows) >= self._fmt.row_group_size:
+            self._flush_rows()
+
+    def _flush_rows(self) -> None:
+        import pyarrow as pa
+
+        if self._rows:
+            table = pa.Table.from_pylist(self._rows, schema=self._arrow_schema)
+            self._rows.clear()
+            self._pw.write_table(table, row_group_size=len(table))
+
+    def _finish(self) -> None:
+        if self._pw is None:
+            raise EmptyFileError("Parquet writer closed with no record: the schema comes from the first record")
+        self._flush_rows()
+        self._pw.close()

@@ -1,0 +1,318 @@
+"""The per-Kafka-partition rotation state machine (spec §3), pure and event based.
+
+Feed records of ONE Kafka partition in offset order to :meth:`Rotator.process`; it returns events:
+
+* :class:`Append` — write this (possibly projected) record to the open file of ``encoded_partition``;
+* :class:`Commit` — close ALL open files of the partition; they cover Kafka offsets
+  ``[range_start, range_end]`` and the next committed offset is ``range_end + 1``;
+* :class:`Advance` — offsets that produced no file while nothing is open (all tombstones ignored…):
+  safe to record as progress.
+
+Ranges chain with no gap: the first ``range_start`` is the ``start_offset`` given to the rotator and
+each next one is the previous ``range_end + 1`` (offsets may jump; contiguity is never assumed).
+As in Confluent, ``range_end`` of a Commit is the last *written* offset; ignored records after it
+belong to the next range.
+
+Per record (Confluent ``TopicPartitionWriter``): extract the timestamp (time-based only; the first
+one since the last commit is the base) → encode the partition → rotate if the value switches
+between schema-less and schema'd within an encoded partition that has a current schema → rotate
+on time (``rotate.interval.ms``, time-based partitioners only: ``ts - base >= interval`` or, with
+``rotate.file.on.partition.change``, a different encoded partition than the last written record)
+→ rotate on an incompatible schema (:mod:`lakesink.compatibility`) → project, append → rotate when
+the records of all open files reach ``flush.size``. A rotation triggered before a write commits and
+then re-evaluates the same record against the fresh state.
+
+:meth:`Rotator.finish` ends a batch: Confluent's after-batch ``rotateOnTime`` check, the scheduled
+rotation, and, with ``flush_tail=True``, a commit of whatever is open. Otherwise open files stay
+open and uncommitted. Two ways to continue: keep feeding new records to the same rotator (a
+long-lived writer, like Connect's put() loop), or start a new :class:`Rotator` at the last committed
+offset + 1 and re-feed the uncommitted records (lakesink's manifest-driven batches); with a
+deterministic configuration both produce the same events.
+
+``rotate.schedule.interval.ms`` (non-deterministic, like Wallclock): the deadline is
+``start of local day + k·interval`` after ``schedule_anchor_ms`` (pass the partition's last commit
+time; default: construction time). It is checked at :meth:`finish` (all open files are committed
+once it has passed) and, per record, only for files carried over from an earlier batch of the same
+rotator — checking it per record for files opened in the current batch would only ever cut a
+one-record file, since ``now`` is fixed per batch.
+
+``now`` (the Wallclock timestamp and the scheduled-rotation clock) is read once per batch, at the
+first :meth:`process` after construction or :meth:`finish`, as Connect captures it once per put().
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+from lakesink.compatibility import Decision, SchemaCompatibility
+from lakesink.errors import PartitionError
+from lakesink.partitioners import Partitioner
+from lakesink.records import SinkRecord, ValueSchema
+from lakesink.timeformat import next_time_adjusted_by_day, zone
+
+__all__ = [
+    "RotationPolicy",
+    "FileSummary",
+    "Append",
+    "Commit",
+    "Advance",
+    "Event",
+    "Rotator",
+    "wallclock_ms",
+]
+
+
+def wallclock_ms() -> int:
+    """Current time in epoch ms."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class RotationPolicy:
+    """The rotation knobs (built by ``SinkConfig.rotation_policy()``)."""
+
+    flush_size: int
+    rotate_interval_ms: int = -1
+    rotate_schedule_interval_ms: int = -1
+    timezone: str | None = None
+    rotate_on_partition_change: bool = True
+    behavior_on_null_values: str = "fail"
+    schema_compatibility: str = "NONE"
+
+    def __post_init__(self) -> None:
+        if self.flush_size < 1:
+            raise ValueError("flush.size must be >= 1")
+        if self.rotate_schedule_interval_ms > 0 and not self.timezone:
+            raise ValueError("rotate.schedule.interval.ms needs a timezone")
+        if self.behavior_on_null_values not in ("fail", "ignore", "write"):
+            raise ValueError(f"bad behavior.on.null.values {self.behavior_on_null_values!r}")
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    """One closed file of a commit group."""
+
+    encoded_partition: str
+    start_offset: int
+    last_offset: int
+    record_count: int
+    schema: ValueSchema | None
+    min_timestamp: int | None = None
+    max_timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class Append:
+    encoded_partition: str
+    record: SinkRecord
+    file_start_offset: int  # start offset of the file this record goes to (names the object)
+
+
+@dataclass(frozen=True)
+class Commit:
+    range_start: int
+    range_end: int
+    files: tuple[FileSummary, ...]
+
+
+@dataclass(frozen=True)
+class Advance:
+    range_start: int
+    range_end: int
+
+
+Event = Union[Append, Commit, Advance]
+
+
+@dataclass
+class _OpenFile:
+    encoded_partition: str
+    start_offset: int
+    schema: ValueSchema | None
+    last_offset: int = -1
+    count: int = 0
+    min_ts: int | None = None
+    max_ts: int | None = None
+
+    def add(self, offset: int, ts: int | None) -> None:
+        self.last_offset = offset
+        self.count += 1
+        if ts is not None:
+            self.min_ts = ts if self.min_ts is None else min(self.min_ts, ts)
+            self.max_ts = ts if self.max_ts is None else max(self.max_ts, ts)
+
+    def summary(self) -> FileSummary:
+        return FileSummary(self.encoded_partition, self.start_offset, self.last_offset, self.count,
+                           self.schema, self.min_ts, self.max_ts)
+
+
+@dataclass
+class _State:
+    files: dict[str, _OpenFile] = field(default_factory=dict)
+    schemas: dict[str, ValueSchema | None] = field(default_factory=dict)
+    count: int = 0
+    base_ts: int | None = None
+    cur_ts: int | None = None
+    cur_enc: str | None = None
+
+
+class Rotator:
+    """Rotation for one Kafka partition, from ``start_offset`` (the next uncommitted offset)."""
+
+    def __init__(
+        self,
+        policy: RotationPolicy,
+        partitioner: Partitioner,
+        start_offset: int,
+        clock: Callable[[], int] = wallclock_ms,
+        schedule_anchor_ms: int | None = None,
+    ):
+        if start_offset < 0:
+            raise ValueError("start_offset must be >= 0")
+        self.policy = policy
+        self.partitioner = partitioner
+        self.clock = clock
+        self._compat = SchemaCompatibility(policy.schema_compatibility)
+        self._periodic = policy.rotate_interval_ms > 0 and partitioner.time_based
+        self._scheduled = policy.rotate_schedule_interval_ms > 0
+        self._zone = zone(policy.timezone) if self._scheduled else None
+        self._range_start = start_offset
+        self._last_seen = start_offset - 1
+        self._last_written: int | None = None
+        self._s = _State()
+        self._now: int | None = None
+        self._carried = False  # files were open when the current batch began
+        self._deadline: int | None = None
+        if self._scheduled:
+            anchor = clock() if schedule_anchor_ms is None else schedule_anchor_ms
+            self._deadline = self._next_deadline(anchor)
+
+    # ----------------------------------------------------------------- public
+
+    @property
+    def next_offset(self) -> int:
+        """First offset not covered by an emitted Commit/Advance."""
+        return self._range_start
+
+    @property
+    def open_record_count(self) -> int:
+        return self._s.count
+
+    def process(self, record: SinkRecord) -> list[Event]:
+        """Events caused by ``record`` (the next record of this partition), in order."""
+        if record.offset <= self._last_seen:
+            raise ValueError(f"offset {record.offset} is not after {self._last_seen} (records must be in offset order)")
+        now = self._batch_now()
+        self._last_seen = record.offset
+        if record.value is None:
+            mode = self.policy.behavior_on_null_values
+            if mode == "ignore":
+                return []
+            if mode == "fail":
+                raise PartitionError(record.topic, record.partition, record.offset,
+                                     "null value (tombstone) with behavior.on.null.values=fail "
+                                     "(set it to 'ignore' or 'write')")
+        events: list[Event] = []
+        s = self._s
+        p = self.partitioner
+        while True:
+            ts = p.extract_timestamp(record, now) if p.time_based else None
+            if p.time_based:
+                s.cur_ts = ts
+                if s.base_ts is None:
+                    s.base_ts = ts
+            enc = p.encode_partition(record, ts)
+            incoming = record.value_schema
+            if enc not in s.schemas:
+                s.schemas[enc] = incoming
+            current = s.schemas[enc]
+            if s.count > 0 and (current is None) != (incoming is None):
+                events.append(self._commit())  # §3 step 2: schema-less <-> schema'd switch
+                continue
+            if self._rotate_on_time(enc, ts, now, per_record=True):
+                self._after_time_rotation()
+                events.append(self._commit())
+                continue
+            decision = self._compat.decide(record, current)
+            if decision is Decision.ROTATE:
+                s.schemas[enc] = incoming
+                if s.count > 0:
+                    events.append(self._commit())
+                    continue
+                current = incoming
+            out = self._compat.project(record, current) if decision is Decision.PROJECT else record
+            events.append(self._write(enc, out, record.timestamp))
+            if s.count >= self.policy.flush_size:
+                events.append(self._commit())
+            return events
+
+    def finish(self, flush_tail: bool = False) -> list[Event]:
+        """End of a batch: time/scheduled rotation, optional tail flush, Advance for file-less offsets."""
+        now = self._batch_now()
+        s = self._s
+        events: list[Event] = []
+        if s.count > 0 and s.cur_enc is not None and self._rotate_on_time(s.cur_enc, s.cur_ts, now, per_record=False):
+            self._after_time_rotation()
+            events.append(self._commit())
+        elif s.count == 0 and self._scheduled and self._deadline is not None and now >= self._deadline:
+            self._deadline = self._next_deadline(self.clock())
+        if flush_tail and s.count > 0:
+            events.append(self._commit())
+        if s.count == 0 and self._last_seen >= self._range_start:
+            events.append(Advance(self._range_start, self._last_seen))
+            self._range_start = self._last_seen + 1
+        self._now = None
+        self._carried = s.count > 0
+        return events
+
+    # ----------------------------------------------------------------- internals
+
+    def _batch_now(self) -> int:
+        if self._now is None:
+            self._now = self.clock()
+        return self._now
+
+    def _next_deadline(self, now: int) -> int:
+        assert self._zone is not None
+        return next_time_adjusted_by_day(now, self.policy.rotate_schedule_interval_ms, self._zone)
+
+    def _rotate_on_time(self, enc: str, ts: int | None, now: int, per_record: bool) -> bool:
+        s = self._s
+        if s.count <= 0:
+            return False
+        if self._periodic and ts is not None and s.base_ts is not None:
+            if ts - s.base_ts >= self.policy.rotate_interval_ms:
+                return True
+            if self.policy.rotate_on_partition_change and enc != s.cur_enc:
+                return True
+        if self._scheduled and (self._carried or not per_record):
+            return self._deadline is not None and now >= self._deadline
+        return False
+
+    def _after_time_rotation(self) -> None:
+        if self._scheduled:
+            self._deadline = self._next_deadline(self.clock())
+
+    def _write(self, enc: str, record: SinkRecord, ts: int | None) -> Append:
+        s = self._s
+        f = s.files.get(enc)
+        if f is None:
+            f = s.files[enc] = _OpenFile(enc, record.offset, record.value_schema)
+        f.add(record.offset, ts)
+        s.count += 1
+        s.cur_enc = enc
+        self._last_written = record.offset
+        return Append(enc, record, f.start_offset)
+
+    def _commit(self) -> Commit:
+        s = self._s
+        assert self._last_written is not None and s.count > 0
+        ev = Commit(self._range_start, self._last_written, tuple(f.summary() for f in s.files.values()))
+        self._range_start = self._last_written + 1
+        s.files.clear()
+        s.schemas.clear()
+        s.count = 0
+        s.base_ts = None
+        self._carried = False
+        return ev
