@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -51,15 +52,8 @@ class Fault:
 
 @dataclass
 class _OpenFile:
-    encoded_partition: str
     key: str
     writers: dict[RecordView, tuple[Any, Any]]  # view -> (format writer, object writer)
-    first_offset: int
-    last_offset: int = -1
-    count: int = 0
-    min_ts: int | None = None
-    max_ts: int | None = None
-    schema: Any = None
 
 
 @dataclass
@@ -79,30 +73,31 @@ class PartitionArchiver:
     """Archives one Kafka partition from ``start_offset`` (the manifest's next offset)."""
 
     def __init__(self, cfg, store: ObjectStore, topic: str, partition: int, start_offset: int,
-                 ctx: BatchContext, clock: Callable[[], int] | None = None):
+                 ctx: BatchContext, clock: Callable[[], int] | None = None,
+                 schedule_anchor_ms: int | None = None):
+        from lakesink import naming
+
         self.cfg, self.store, self.ctx = cfg, store, ctx
         self.topic, self.partition = topic, partition
         self.naming = cfg.naming()
-        self.partitioner = cfg.partitioner()
+        self._naming = naming
         self.formats = {RecordView.VALUE: cfg.value_format()}
         if cfg.store_kafka_keys:
             self.formats[RecordView.KEYS] = cfg.keys_format()
         if cfg.store_kafka_headers:
             self.formats[RecordView.HEADERS] = cfg.headers_format()
-        kwargs = {"clock": clock} if clock else {}
-        self.rotator = Rotator(cfg.rotation_policy(), self.partitioner, start_offset, **kwargs)
+        kwargs: dict[str, Any] = {"schedule_anchor_ms": schedule_anchor_ms}
+        if clock:
+            kwargs["clock"] = clock
+        self.rotator = Rotator(cfg.rotation_policy(), cfg.partitioner(), start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
-        self.last_offset = start_offset - 1
-        self.read_in_group = 0  # records read since the last commit/advance (incl. ignored ones)
+        self.reads: deque[tuple[int, bool]] = deque()  # (offset, ignored) read since the last commit
         self.rows: list[dict] = []
 
     # -- input
     def process(self, record: SinkRecord) -> None:
-        if record.offset <= self.last_offset:
-            raise ArchiveConsistencyError(
-                f"{self.topic}-{self.partition}: offset {record.offset} after {self.last_offset} (out of order)")
-        self.last_offset = record.offset
-        self.read_in_group += 1
+        ignored = record.value is None and self.cfg.behavior_on_null_values == "ignore"
+        self.reads.append((record.offset, ignored))
         for ev in self.rotator.process(record):
             self._apply(ev)
 
@@ -116,84 +111,73 @@ class PartitionArchiver:
     def abort(self) -> None:
         """Drop open files: their records are re-read by the next batch."""
         for f in self.open.values():
-            for fw, ow in f.writers.values():
+            for _fw, ow in f.writers.values():
                 ow.abort()
         self.open.clear()
 
     # -- events
     def _apply(self, ev) -> None:
         if isinstance(ev, Append):
-            self._append(ev.encoded_partition, ev.record)
+            f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
+            for fw, _ow in f.writers.values():
+                fw.write(ev.record)
         elif isinstance(ev, Commit):
-            self._commit(ev.range_start, ev.range_end)
+            self._check_accounting(ev.range_start, ev.range_end, sum(fs.record_count for fs in ev.files))
+            self._commit(ev)
         elif isinstance(ev, Advance):
-            self._check_accounting(ev.range_start, ev.range_end, 0, ev)
+            self._check_accounting(ev.range_start, ev.range_end, 0)
             self.rows.append(self._row("advance", ev.range_start, ev.range_end))
 
-    def _append(self, encoded: str, record: SinkRecord) -> None:
-        f = self.open.get(encoded)
-        if f is None:
-            f = self._open_file(encoded, record)
-        for fw, _ow in f.writers.values():
-            fw.write(record)
-        f.last_offset = record.offset
-        f.count += 1
-        ts = record.timestamp
-        if ts is not None:
-            f.min_ts = ts if f.min_ts is None else min(f.min_ts, ts)
-            f.max_ts = ts if f.max_ts is None else max(f.max_ts, ts)
-
-    def _open_file(self, encoded: str, record: SinkRecord) -> _OpenFile:
+    def _open_file(self, encoded: str, start_offset: int) -> _OpenFile:
         vfmt = self.formats[RecordView.VALUE]
-        key = self.naming.value_key(self.topic, self.partition, encoded, record.offset, vfmt.extension,
-                                    self.partitioner)
+        key = self._naming.value_key(self.naming, self.topic, self.partition, encoded, start_offset, vfmt.extension)
         meta = {"lakesink-job": self.ctx.job, "lakesink-run-id": self.ctx.run_id,
                 "lakesink-batch-id": str(self.ctx.batch_id)}
         writers: dict[RecordView, tuple[Any, Any]] = {}
         for view, fmt in self.formats.items():
-            k = key if view is RecordView.VALUE else self.naming.side_key(key, vfmt.extension, view.value, fmt.extension)
+            k = key if view is RecordView.VALUE else \
+                self._naming.side_key(key, vfmt.extension, view.value, fmt.extension)
             ow = self.store.open_writer(k, meta)
             writers[view] = (fmt.open_writer(ow, view), ow)
-        f = _OpenFile(encoded, key, writers, record.offset, schema=record.value_schema)
-        self.open[encoded] = f
+        f = self.open[encoded] = _OpenFile(key, writers)
         return f
 
-    def _commit(self, range_start: int, range_end: int) -> None:
-        archived = sum(f.count for f in self.open.values())
-        self._check_accounting(range_start, range_end, archived, None)
+    def _commit(self, ev: Commit) -> None:
+        vext = self.formats[RecordView.VALUE].extension
         # values, then keys, then headers (Confluent's order); a crash in between leaves orphans only
-        for f in sorted(self.open.values(), key=lambda f: f.first_offset):
+        for fs in sorted(ev.files, key=lambda fs: fs.start_offset):
+            f = self.open.pop(fs.encoded_partition)
             results = {}
             side: list[dict] = []
             for view, (fw, ow) in f.writers.items():
                 fw.close()
-                if fw.record_count != f.count:
+                if fw.record_count != fs.record_count:
                     raise ArchiveConsistencyError(
-                        f"{f.key}: {view.value} writer holds {fw.record_count} records, expected {f.count}")
+                        f"{f.key}: {view.value} writer holds {fw.record_count} records, rotation says "
+                        f"{fs.record_count}")
                 results[view] = ow.commit()
                 for suffix, data in fw.side_files().items():
-                    skey = self.naming.index_key(f.key, self.formats[RecordView.VALUE].extension) \
-                        if suffix == ".index.json" else f.key + suffix
+                    skey = self._naming.index_key(f.key, vext) if suffix == ".index.json" else f.key + suffix
                     side.append(self._side("index", self.store.put_bytes(skey, data)))
             value = results.pop(RecordView.VALUE)
-            for view, res in results.items():
-                side.insert(0, self._side(view.value, res))
-            self.rows.append(self._object_row(f, range_start, range_end, value, side))
+            side = [self._side(view.value, res) for view, res in results.items()] + side
+            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, side))
             self.ctx.fault.hit("after_upload")
-        self.open.clear()
+        if self.open:
+            raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: files left open after a commit: "
+                                          f"{sorted(self.open)}")
 
-    def _check_accounting(self, range_start: int, range_end: int, archived: int, advance) -> None:
-        """Records read in [range_start, range_end] = records in the group's files + ignored ones.
-
-        The record that triggered a rotation (if any) is past ``range_end`` and belongs to the next group.
-        """
-        in_range = self.read_in_group - (1 if self.last_offset > range_end else 0)
-        ignored = self.rotator.ignored_in_group
-        if archived + ignored != in_range:
+    def _check_accounting(self, range_start: int, range_end: int, archived: int) -> None:
+        """Records read in [range_start, range_end] = records in the group's files + ignored ones."""
+        read = ignored = 0
+        while self.reads and self.reads[0][0] <= range_end:
+            _off, ign = self.reads.popleft()
+            read += 1
+            ignored += ign
+        if read - ignored != archived:
             raise ArchiveConsistencyError(
-                f"{self.topic}-{self.partition} [{range_start}, {range_end}]: read {in_range} records "
-                f"but {archived} archived + {ignored} ignored")
-        self.read_in_group -= in_range
+                f"{self.topic}-{self.partition} [{range_start}, {range_end}]: read {read} records "
+                f"({ignored} ignored) but the commit group holds {archived}")
 
     # -- rows
     def _side(self, view: str, res: WrittenObject | PendingWrite) -> dict:
@@ -208,23 +192,29 @@ class PartitionArchiver:
             "kafka_cluster_id": self.ctx.cluster_id, "topic_id": self.ctx.topic_ids.get(self.topic),
         }
 
-    def _object_row(self, f: _OpenFile, range_start: int, range_end: int, value, side: list[dict]) -> dict:
+    def _object_row(self, fs, range_start: int, range_end: int, value, side: list[dict]) -> dict:
         vfmt = self.formats[RecordView.VALUE]
-        s = f.schema
+        s = fs.schema
         row = self._row("object", range_start, range_end)
         row.update(
-            first_offset=f.first_offset, last_offset=f.last_offset, record_count=f.count,
-            encoded_partition=f.encoded_partition, object_key=value.key, object_uri=self.store.uri(value.key),
+            first_offset=fs.start_offset, last_offset=fs.last_offset, record_count=fs.record_count,
+            encoded_partition=fs.encoded_partition, object_key=value.key, object_uri=self.store.uri(value.key),
             keys_key=next((x["key"] for x in side if x["view"] == "keys"), None),
             headers_key=next((x["key"] for x in side if x["view"] == "headers"), None),
-            side_files=side, format=vfmt.name, compression=getattr(vfmt, "compression_name", None),
+            side_files=side, format=vfmt.name, compression=_compression(self.cfg),
             size_bytes=value.size, etag=value.etag if isinstance(value, WrittenObject) else None,
-            version_id=getattr(value, "version_id", None), min_timestamp=f.min_ts, max_timestamp=f.max_ts,
+            version_id=getattr(value, "version_id", None),
+            min_timestamp=fs.min_timestamp, max_timestamp=fs.max_timestamp,
             schema_subject=getattr(s, "subject", None), schema_id=getattr(s, "id", None),
             schema_version=getattr(s, "version", None), schema_fingerprint=getattr(s, "fingerprint", None),
             _pending=_pending_dict(value),
         )
         return row
+
+
+def _compression(cfg) -> str:
+    return {"avro": cfg.avro_codec, "parquet": cfg.parquet_codec,
+            "blockgzip": cfg.blockgzip_compression}.get(cfg.format_name, cfg.s3_compression_type)
 
 
 def _pending_dict(res) -> dict | None:

@@ -39,13 +39,13 @@ def _cmd_sink(args) -> int:
 
 def _cmd_vacuum(args) -> int:
     from lakesink.sink import parse_interval
-    from lakesink.store import open_store
+    from lakesink.store import StoreSettings, open_store
     from lakesink.vacuum import vacuum
 
     cfg = _load(args.config)
     spark = _session(cfg, args.master)
     report = vacuum(spark, cfg, retention_s=parse_interval(args.retention), execute=args.execute)
-    store = open_store(cfg.store_settings())
+    store = open_store(StoreSettings.from_config(cfg))
     for line in report.lines(store.uri):
         print(line)
     if not args.execute and (report.orphans or report.uploads):

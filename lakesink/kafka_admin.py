@@ -1,7 +1,7 @@
 """Kafka metadata for the driver: topics, partitions, cluster/topic ids and offset bounds.
 
-Uses confluent-kafka's AdminClient. ``kafka.*`` config keys are passed through with the prefix
-stripped (``kafka.security.protocol`` → ``security.protocol``), as Spark's Kafka source does.
+Uses confluent-kafka's AdminClient. The config's ``kafka.*`` keys arrive with the prefix stripped
+(``kafka.security.protocol`` → ``security.protocol``), as librdkafka and Spark's consumers want them.
 Every call has a bounded timeout and fails with an error naming the broker and the cause.
 """
 from __future__ import annotations
@@ -35,14 +35,9 @@ class TopicsSnapshot:
 
 
 def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka config from ``kafka.*`` keys (prefix stripped; Spark-only keys dropped)."""
-    spark_only = {"isolation.level"}  # consumed by Spark's source, not by the admin client
-    out = {}
-    for k, v in kafka_options.items():
-        key = k[len("kafka."):] if k.startswith("kafka.") else k
-        if key not in spark_only:
-            out[key] = str(v)
-    return out
+    """librdkafka config from the config's ``kafka.*`` keys (already without the prefix)."""
+    consumer_only = {"isolation.level"}  # read by us and by Spark's consumers, not the admin client
+    return {k: str(v) for k, v in kafka_options.items() if k not in consumer_only}
 
 
 class KafkaMetadata:
@@ -52,7 +47,7 @@ class KafkaMetadata:
         self.options = dict(kafka_options)
         self.conf = client_config(kafka_options)
         self.servers = self.conf.get("bootstrap.servers", "?")
-        self.read_committed = str(kafka_options.get("kafka.isolation.level", "")).lower() == "read_committed"
+        self.read_committed = str(kafka_options.get("isolation.level", "")).lower() == "read_committed"
         self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
 
     def _fail(self, what: str, e: BaseException) -> KafkaMetadataError:

@@ -85,12 +85,12 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
     from lakesink.archiver import PartitionArchiver
     from lakesink.errors import DecodeError
     from lakesink.records import SinkRecord
-    from lakesink.store import open_store
+    from lakesink.store import StoreSettings, open_store
 
     archiver = None
-    value_decoder = cfg.value_decoder()
-    key_decoder = cfg.key_decoder()
-    store = open_store(cfg.store_settings())
+    value_decoder = cfg.value_decoder_instance()
+    key_decoder = cfg.key_decoder_instance()
+    store = open_store(StoreSettings.from_config(cfg))
     first = last = None
     read = 0
     try:
@@ -147,13 +147,13 @@ class SinkJob:
 
     def __init__(self, spark, cfg, run_id: str | None = None):
         from lakesink.kafka_admin import KafkaMetadata
-        from lakesink.store import open_store
+        from lakesink.store import StoreSettings, open_store
 
         self.spark, self.cfg = spark, cfg
         self.run_id = run_id or f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         self.manifest = Manifest(spark, cfg.manifest_location)
         self.kafka = KafkaMetadata(cfg.kafka_options)
-        self.store = open_store(cfg.store_settings())
+        self.store = open_store(StoreSettings.from_config(cfg))
         self.fault_spec = os.environ.get("LAKESINK_FAULT", "")
         self.manifest.ensure()
 
@@ -216,7 +216,7 @@ class SinkJob:
             ending.setdefault(p.topic, {})[str(p.partition)] = p.end
         reader = self.spark.read.format("kafka")
         for k, v in self.cfg.kafka_options.items():
-            reader = reader.option(k, v)
+            reader = reader.option(f"kafka.{k}", v)
         df = (reader.option("assign", json.dumps(assign))
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending))

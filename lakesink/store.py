@@ -70,16 +70,16 @@ class StoreSettings:
     @classmethod
     def from_config(cls, cfg) -> "StoreSettings":
         """Build from a SinkConfig (Confluent keys: s3.bucket.name, store.url, s3.region, ...)."""
-        url = cfg.store_url
-        if url and "://" not in url:
-            url = "https://" + url  # Confluent prepends https:// to a scheme-less store.url
+        def reveal(secret):
+            return secret.reveal() if secret is not None else None
+
         return cls(
             bucket=cfg.s3_bucket_name,
-            endpoint_url=url,
+            endpoint_url=cfg.endpoint_url,
             region=cfg.s3_region,
-            path_style=cfg.s3_path_style_access_enabled,
-            access_key=cfg.aws_access_key_id,
-            secret_key=cfg.aws_secret_access_key,
+            path_style=cfg.s3_path_style_access,
+            access_key=reveal(cfg.aws_access_key_id),
+            secret_key=reveal(cfg.aws_secret_access_key),
             part_size=cfg.s3_part_size,
             part_retries=cfg.s3_part_retries,
             retry_backoff_ms=cfg.s3_retry_backoff_ms,

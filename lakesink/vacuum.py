@@ -35,11 +35,11 @@ def vacuum(spark, cfg, retention_s: float = DEFAULT_RETENTION_S, execute: bool =
            now: float | None = None) -> VacuumReport:
     """Find (and with ``execute`` delete) orphans of job ``cfg.name`` older than ``retention_s``."""
     from lakesink.manifest import Manifest
-    from lakesink.store import open_store
+    from lakesink.store import StoreSettings, open_store
 
     now = time.time() if now is None else now
     manifest = Manifest(spark, cfg.manifest_location)
-    store = open_store(cfg.store_settings())
+    store = open_store(StoreSettings.from_config(cfg))
     committed = manifest.committed_keys(cfg.name)
     report = VacuumReport()
     for prefix in _prefixes(spark, cfg, manifest):

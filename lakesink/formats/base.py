@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, Sequence
 
 from ..errors import EncodeError, LakesinkError
 from ..records import SinkRecord
@@ -79,6 +79,19 @@ class FormatWriter(ABC):
     @abstractmethod
     def write(self, record: SinkRecord) -> None:
         """Append one record; raises :class:`EncodeError` for a value the format cannot hold."""
+
+    def write_many(self, records: Sequence[SinkRecord]) -> None:
+        """Append ``records`` in order: exactly what calling :meth:`write` for each would do (same
+        bytes, ``record_count``, chunk / block / row-group boundaries). On an :class:`EncodeError`
+        the records before the bad one are written, the bad one and those after it are not, and
+        the writer stays usable, as with :meth:`write`.
+
+        This default loops over :meth:`write`; formats override it where a run of records can be
+        encoded with less per-record work (the sink hands each file runs of consecutive records).
+        """
+        write = self.write
+        for record in records:
+            write(record)
 
     @abstractmethod
     def _finish(self) -> None:

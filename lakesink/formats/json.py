@@ -21,7 +21,9 @@ import json
 import re
 import secrets
 import uuid
-from typing import Any, BinaryIO, Iterator
+from bisect import bisect_left
+from itertools import accumulate
+from typing import Any, BinaryIO, Iterator, Sequence
 
 from ..records import SinkRecord
 from ..schema import value_converter
@@ -88,6 +90,11 @@ def json_default(o: Any) -> Any:
     if isinstance(o, (tuple, set, frozenset)):
         return list(o)
     raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _plain_values(values: list) -> bool:
+    """True if no value is null or bytes (the values write() rejects before encoding)."""
+    return not any(t is type(None) or issubclass(t, (bytes, bytearray, memoryview)) for t in set(map(type, values)))
 
 
 #: compact, UTF-8, NaN-rejecting encoder with the Connect conversions above
@@ -162,6 +169,33 @@ class JsonWriter(FormatWriter):
         self.record_count += 1
         if self._pending >= self._fmt.buffer_size:
             self._push()
+
+    def write_many(self, records: Sequence[SinkRecord]) -> None:
+        """:meth:`write` for each record: the values are encoded in one pass and the lines handed
+        to the buffer in runs cut where :meth:`write` would push, so the bytes and
+        ``record_count`` are exactly those of :meth:`write`. A batch that needs per-record
+        handling (NUMERIC decimals, keys/headers, a value that cannot be written) goes through
+        :meth:`write`, which names the bad record."""
+        values = [r.value for r in records]
+        if self.view is not RecordView.VALUE or self._numeric or not _plain_values(values):
+            super().write_many(records)
+            return
+        try:
+            lines = list(map(self._encode, values))
+        except Exception:  # noqa: BLE001 - write() finds (and names) the record, writing those before it
+            super().write_many(records)
+            return
+        ends = list(accumulate(map(len, lines), initial=0))
+        buffer, m, k = self._fmt.buffer_size, len(lines), 0
+        while k < m:
+            push = bisect_left(ends, ends[k] + buffer - self._pending, k + 1)  # write() pushes after line push-1
+            end = min(push, m)
+            self._lines.extend(lines[k:end])
+            self._pending += ends[end] - ends[k]
+            self.record_count += end - k
+            if end == push:
+                self._push()
+            k = end
 
     def _push(self) -> None:
         if not self._lines:

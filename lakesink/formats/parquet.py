@@ -13,7 +13,7 @@ LZ4, which pyarrow cannot write, and ``lzo`` is unsupported: both are rejected.
 from __future__ import annotations
 
 import json
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, Sequence
 
 import fastavro.validation
 
@@ -126,6 +126,7 @@ class ParquetFormatWriter(FormatWriter):
         self._validate_schema = None
         self._convert = None
         self._rows: list[Any] = []
+        self._row_records: list[SinkRecord] = []  # parallel to _rows: names a row Arrow rejects
 
     def _open(self, record: SinkRecord) -> None:
         import pyarrow.parquet as pq
@@ -162,20 +163,25 @@ class ParquetFormatWriter(FormatWriter):
                                     compression_level=f.compression_level, use_dictionary=True,
                                     data_page_size=PAGE_SIZE)
 
+    def _value_row(self, record: SinkRecord) -> tuple[Any, bool]:
+        """VALUE view: the record's row and whether it was decoded from this schema's wire bytes
+        (then it needs no validation); raises EncodeError for a value the file cannot hold."""
+        row = record.value
+        if row is None:
+            raise encode_error(record, "null value (tombstone) cannot be written to a value file")
+        if self._pw is None:
+            self._open(record)
+        vs = record.value_schema
+        if vs is None or vs.fingerprint != self._fp:
+            raise encode_error(record, "value schema differs from the file's schema (the file should have "
+                                       "been rotated)")
+        raw = record.raw_value
+        return row, raw is not None and raw[:5] == self._trusted_prefix
+
     def write(self, record: SinkRecord) -> None:
         view = self.view
         if view is RecordView.VALUE:
-            row = record.value
-            if row is None:
-                raise encode_error(record, "null value (tombstone) cannot be written to a value file")
-            if self._pw is None:
-                self._open(record)
-            vs = record.value_schema
-            if vs is None or vs.fingerprint != self._fp:
-                raise encode_error(record, "value schema differs from the file's schema (the file should have "
-                                           "been rotated)")
-            raw = record.raw_value
-            trusted = raw is not None and raw[:5] == self._trusted_prefix
+            row, trusted = self._value_row(record)
         else:
             if view is RecordView.KEYS:
                 row = {"key": record_key(record)}
@@ -184,25 +190,102 @@ class ParquetFormatWriter(FormatWriter):
             if self._pw is None:
                 self._open(record)
             trusted = False
-        # Arrow conversion only fails when the row group is flushed, too late to name the record:
-        # validate here unless the value was decoded from this very schema's wire bytes.
+        # Validate here, where the record can still be named, unless the value was decoded from this
+        # very schema's wire bytes. (What passes but still fails Arrow's conversion, e.g. a decimal
+        # wider than its precision, is found and named when the row group is converted.)
         if not trusted and not fastavro.validation.validate(row, self._validate_schema, raise_errors=False):
             raise encode_error(record, "value does not match the file's Avro schema")
         if self._convert is not None:
             row = self._convert(row)
         rows = self._rows
         rows.append(row)
+        self._row_records.append(record)
         self.record_count += 1
         if len(rows) >= self._fmt.row_group_size:
             self._flush_rows()
 
+    def write_many(self, records: Sequence[SinkRecord]) -> None:
+        """The per-record checks of :meth:`write` in one tight loop per row group; the row group is
+        converted to Arrow columns in one batch (``Table.from_pylist``) when it is full, as with
+        :meth:`write`, so row groups, errors and ``record_count`` are exactly those of :meth:`write`."""
+        if self.view is not RecordView.VALUE:
+            super().write_many(records)
+            return
+        n, i = len(records), 0
+        while i < n and self._pw is None:  # the first record opens the file (schema, writer)
+            self.write(records[i])
+            i += 1
+        rows, row_records = self._rows, self._row_records
+        fp, prefix, schema, convert = self._fp, self._trusted_prefix, self._validate_schema, self._convert
+        validate = fastavro.validation.validate
+        append = rows.append
+        group = self._fmt.row_group_size
+        while i < n:
+            j = min(n, i + group - len(rows))
+            run = records if (i == 0 and j == n) else records[i:j]
+            before = len(rows)
+            try:
+                for r in run:
+                    row = r.value
+                    vs = r.value_schema
+                    if row is None or vs is None or vs.fingerprint != fp:
+                        self._value_row(r)  # raises the EncodeError write() raises
+                    raw = r.raw_value
+                    if (raw is None or raw[:5] != prefix) and not validate(row, schema, raise_errors=False):
+                        raise encode_error(r, "value does not match the file's Avro schema")
+                    append(row if convert is None else convert(row))
+            finally:
+                done = len(rows) - before
+                row_records.extend(run if done == len(run) else run[:done])
+                self.record_count += done
+            i = j
+            if len(rows) >= group:
+                self._flush_rows()
+
     def _flush_rows(self) -> None:
         import pyarrow as pa
 
-        if self._rows:
-            table = pa.Table.from_pylist(self._rows, schema=self._arrow_schema)
-            self._rows.clear()
-            self._pw.write_table(table, row_group_size=len(table))
+        rows = self._rows
+        if not rows:
+            return
+        try:
+            table = pa.Table.from_pylist(rows, schema=self._arrow_schema)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            bad = self._first_bad_row()
+            if bad is None:
+                raise
+            record = self._row_records.pop(bad)
+            del rows[bad]
+            self.record_count -= 1
+            # the other rows stay buffered: the writer is still usable (the DLQ case)
+            raise encode_error(record, f"value cannot be converted to the Parquet column types: "
+                                       f"{type(e).__name__}: {e}") from None
+        rows.clear()
+        self._row_records.clear()
+        self._pw.write_table(table, row_group_size=len(table))
+
+    def _first_bad_row(self) -> int | None:
+        """Index of the first buffered row Arrow cannot convert on its own (bisecting: about
+        2 conversions of the row group), or None if every row converts alone."""
+        import pyarrow as pa
+
+        rows, schema = self._rows, self._arrow_schema
+
+        def converts(lo: int, hi: int) -> bool:
+            try:
+                pa.Table.from_pylist(rows[lo:hi], schema=schema)
+                return True
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                return False
+
+        lo, hi = 0, len(rows)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if converts(lo, mid):
+                lo = mid
+            else:
+                hi = mid
+        return None if hi <= lo or converts(lo, hi) else lo
 
     def _finish(self) -> None:
         if self._pw is None:

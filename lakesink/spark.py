@@ -1,0 +1,208 @@
+"""SparkSession factory for lakesink: local sessions with our jars, or an existing cluster session.
+
+Two modes, chosen by :func:`get_spark`:
+
+*Local* (the default on a laptop/CI): builds a new session with
+
+- ``PYSPARK_PYTHON=sys.executable`` and ``SPARK_LOCAL_IP=127.0.0.1`` in the environment if unset (Python
+  workers must run this interpreter; Spark must not bind a non-loopback address);
+- ``spark.jars`` = every jar in the jar directory: ``$LAKESINK_JARS_DIR``, else ``<checkout>/.cache/jars/spark``
+  (materialised by ``scripts/bootstrap``) -- Kafka source, Avro, Delta, S3A + AWS SDK;
+- the Delta SQL extension and catalog;
+- ``spark.ui.enabled=false``, ``spark.sql.shuffle.partitions=4`` and
+  ``spark.databricks.delta.snapshotPartitions=4`` (Delta's default 50 makes every log replay of a small
+  table run 50 tasks) unless ``conf`` overrides them;
+- S3A settings from :class:`S3Settings` as ``spark.hadoop.fs.s3a.*`` (and ``fs.s3.impl`` mapped to S3A, so
+  ``s3://`` URIs work too).
+
+*Cluster* (Databricks, EMR, a session someone already built): used when a SparkSession is already active,
+``DATABRICKS_RUNTIME_VERSION`` is set, or ``LAKESINK_USE_CLUSTER_JARS=1``. No jars are added (the cluster
+provides Delta and Kafka); the S3 settings (and ``conf``) are applied only where the key is not already set,
+via ``spark.conf`` (which Spark copies into the Hadoop conf of every data-source read/write) and, when the JVM
+is reachable, the SparkContext's Hadoop configuration.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from lakesink.errors import LakesinkError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+JARS_ENV = "LAKESINK_JARS_DIR"
+CLUSTER_ENV = "LAKESINK_USE_CLUSTER_JARS"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+SIMPLE_CREDENTIALS = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where S3 is and how to sign requests. ``repr``/``str`` never show the keys.
+
+    ``endpoint_url=None`` means AWS itself (region endpoint); ``access_key=None`` means "use the default
+    credential chain" (instance profile, env vars, ...). ``path_style`` is needed by most S3 emulators.
+    """
+
+    endpoint_url: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    region: str = "us-east-1"
+    path_style: bool = True
+
+    def __repr__(self) -> str:
+        hide = lambda v: None if v is None else "***"  # noqa: E731
+        return (
+            f"S3Settings(endpoint_url={self.endpoint_url!r}, access_key={hide(self.access_key)!r}, "
+            f"secret_key={hide(self.secret_key)!r}, region={self.region!r}, path_style={self.path_style!r})"
+        )
+
+    __str__ = __repr__
+
+    def hadoop_conf(self) -> dict[str, str]:
+        """The Hadoop (S3A) keys, without the ``spark.hadoop.`` prefix."""
+        c: dict[str, str] = {
+            "fs.s3.impl": S3A_FS,
+            "fs.s3a.impl": S3A_FS,
+            "fs.s3a.path.style.access": "true" if self.path_style else "false",
+            "fs.s3a.endpoint.region": self.region,
+        }
+        if self.endpoint_url:
+            c["fs.s3a.endpoint"] = self.endpoint_url
+            scheme = urlparse(self.endpoint_url).scheme
+            c["fs.s3a.connection.ssl.enabled"] = "false" if scheme == "http" else "true"
+        if self.access_key is not None and self.secret_key is not None:
+            c["fs.s3a.aws.credentials.provider"] = SIMPLE_CREDENTIALS
+            c["fs.s3a.access.key"] = self.access_key
+            c["fs.s3a.secret.key"] = self.secret_key
+        return c
+
+    def boto3_kwargs(self) -> dict:
+        """Keyword arguments for ``boto3.client("s3", **kw)`` (path-style addressing when asked)."""
+        from botocore.config import Config
+
+        kw: dict = {
+            "region_name": self.region,
+            "config": Config(s3={"addressing_style": "path" if self.path_style else "auto"}),
+        }
+        if self.endpoint_url:
+            kw["endpoint_url"] = self.endpoint_url
+        if self.access_key is not None:
+            kw["aws_access_key_id"] = self.access_key
+            kw["aws_secret_access_key"] = self.secret_key
+        return kw
+
+
+def default_jars_dir() -> Path:
+    """``$LAKESINK_JARS_DIR`` or ``<checkout>/.cache/jars/spark``; LakesinkError if it holds no jar."""
+    env = os.environ.get(JARS_ENV)
+    if env:
+        path, source = Path(env), f"${JARS_ENV}"
+    else:
+        path, source = Path(__file__).resolve().parents[1] / ".cache" / "jars" / "spark", "the checkout"
+    if not path.is_dir() or not any(path.glob("*.jar")):
+        raise LakesinkError(
+            f"no Spark jars (Kafka source, Delta, S3A) in {path} (from {source}): run scripts/bootstrap "
+            f"to download them, or set {JARS_ENV}, or {CLUSTER_ENV}=1 on a cluster that provides them"
+        )
+    return path
+
+
+def _use_cluster() -> bool:
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return True
+    if os.environ.get(CLUSTER_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
+
+
+def get_spark(
+    app_name: str = "lakesink",
+    master: str | None = None,
+    s3: S3Settings | None = None,
+    conf: dict | None = None,
+) -> "SparkSession":
+    """Return a SparkSession ready for Kafka, Delta and S3A (see the module docstring for the two modes).
+
+    ``master``: local mode only; default ``$LAKESINK_SPARK_MASTER`` or ``local[*]``.
+    ``conf``: extra Spark settings, applied last (they override our defaults in local mode; in cluster mode
+    they are applied only where unset, and static ones are skipped).
+    """
+    from pyspark.sql import SparkSession
+
+    if _use_cluster():
+        spark = SparkSession.getActiveSession() or SparkSession.builder.appName(app_name).getOrCreate()
+        settings: dict[str, str] = {}
+        if s3 is not None:
+            settings.update(s3.hadoop_conf())
+        _apply_where_unset(spark, settings, dict(conf or {}))
+        return spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    jars = sorted(str(p) for p in default_jars_dir().glob("*.jar"))
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("LAKESINK_SPARK_MASTER") or "local[*]")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.sql.extensions", DELTA_EXTENSION)
+        .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.databricks.delta.snapshotPartitions", "4")
+    )
+    if s3 is not None:
+        for key, value in s3.hadoop_conf().items():
+            builder = builder.config(f"spark.hadoop.{key}", value)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, str(value))
+    return builder.getOrCreate()
+
+
+def _apply_where_unset(spark: "SparkSession", hadoop: dict[str, str], conf: dict) -> None:
+    """Cluster mode: set Hadoop keys (session conf + SparkContext Hadoop conf) and Spark keys if unset."""
+    jconf = None
+    try:
+        jconf = spark.sparkContext._jsc.hadoopConfiguration()  # classic PySpark only
+    except Exception:
+        jconf = None  # Spark Connect / shared clusters: session conf only
+    for key, value in hadoop.items():
+        if jconf is not None and jconf.get(key) is None:
+            jconf.set(key, value)
+        if spark.conf.get(key, None) is None and spark.conf.get(f"spark.hadoop.{key}", None) is None:
+            _try_set(spark, key, value)
+    for key, value in conf.items():
+        if spark.conf.get(key, None) is None:
+            _try_set(spark, key, str(value))
+
+
+def _try_set(spark: "SparkSession", key: str, value: str) -> None:
+    try:
+        spark.conf.set(key, value)
+    except Exception:  # static/unmodifiable config on this cluster: leave it to the cluster
+        pass
+
+
+def s3_settings_for(cfg) -> S3Settings | None:
+    """S3A settings matching a SinkConfig's object store, so an ``s3a://`` manifest beside the
+    archive uses the same endpoint and credentials. None for a ``file://`` store."""
+    url = cfg.endpoint_url
+    if url and url.startswith("file:"):
+        return None
+    reveal = lambda s: s.reveal() if s is not None else None  # noqa: E731
+    return S3Settings(endpoint_url=url, access_key=reveal(cfg.aws_access_key_id),
+                      secret_key=reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
+                      path_style=cfg.s3_path_style_access)
+
+
+__all__ = ["S3Settings", "get_spark", "s3_settings_for", "default_jars_dir", "JARS_ENV", "CLUSTER_ENV"]
