@@ -1,0 +1,50 @@
+# lakesink developer entry points. Every target that needs the environment runs scripts/bootstrap first
+# (a no-op in ~0.1 s once .venv and .cache/jars are in place).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+PYTEST_ARGS ?=
+
+.PHONY: help bootstrap jars test unit integration demo dev-up dev-down dev-status
+
+help:
+	@echo "make demo        start the local stack, run Kafka -> Spark -> Delta on S3, stop it"
+	@echo "make test        unit then integration tests (fails if no test is collected)"
+	@echo "make unit        unit tests only (no services)"
+	@echo "make integration integration tests only (Kafka broker, S3 endpoint, Spark)"
+	@echo "make jars        (re)materialise .cache/jars with Maven"
+	@echo "make dev-up      lakesink dev up   (background Kafka + S3; state in .lakesink/)"
+	@echo "make dev-down    lakesink dev down"
+	@echo "make dev-status  lakesink dev status"
+
+bootstrap:
+	@scripts/bootstrap
+
+jars:
+	@FORCE_JARS=1 scripts/bootstrap
+
+# One pytest run, unit tests first. pytest exits 5 when it collects nothing, which fails make.
+test: bootstrap
+	$(PYTEST) -q $(PYTEST_ARGS) tests/unit tests/integration
+
+unit: bootstrap
+	$(PYTEST) -q $(PYTEST_ARGS) tests/unit
+
+integration: bootstrap
+	$(PYTEST) -q $(PYTEST_ARGS) tests/integration
+
+# Until `lakesink demo` exists this runs the stack smoke test.
+demo: bootstrap
+	$(PY) -m lakesink.devstack.smoke
+
+dev-up: bootstrap
+	$(VENV)/bin/lakesink dev up
+
+dev-down:
+	$(VENV)/bin/lakesink dev down
+
+dev-status:
+	$(VENV)/bin/lakesink dev status

@@ -1,0 +1,283 @@
+"""A real single-node Apache Kafka broker (KRaft, combined broker+controller) for tests and the dev stack.
+
+Runs the broker from the jars in ``.cache/jars/kafka`` (``scripts/bootstrap`` downloads them) with
+``java -cp``: ``kafka.tools.StorageTool format --standalone`` then ``kafka.Kafka server.properties``.
+Binds 127.0.0.1 on free ports, keeps its data in a temp dir, and is killed with its parent (Linux
+PR_SET_PDEATHSIG) or at interpreter exit at the latest.
+
+    with KafkaBroker() as kafka:
+        kafka.create_topic("orders", partitions=3)
+        Producer({"bootstrap.servers": kafka.bootstrap_servers})...
+"""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from lakesink.devstack import (
+    LOOPBACK,
+    DevStackError,
+    check_java,
+    classpath,
+    ensure_port_free,
+    free_port,
+    jars_dir,
+    log_tail,
+    port_open,
+    register_for_exit,
+    spawn,
+    terminate,
+    unregister_for_exit,
+    wait_until,
+)
+
+KAFKA_JARS_ENV = "LAKESINK_KAFKA_JARS_DIR"
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def random_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (like ``kafka-storage random-uuid``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def broker_classpath(jar_dir: Path) -> list[Path]:
+    """The broker's jars (``jvm/kafka/pom.xml`` pins slf4j-api 2.x so the log4j2 binding is seen)."""
+    return sorted(jar_dir.glob("*.jar"))
+
+
+class KafkaBroker:
+    """One KRaft Kafka process (broker + controller) on 127.0.0.1.
+
+    ``port``/``controller_port``: 0 (default) picks free ports; an explicit port that is taken raises
+    DevStackError. ``data_dir``: default a fresh temp dir, removed by :meth:`stop`; an explicit dir is kept.
+    ``start_timeout``: bound on the wait until an AdminClient can list topics.
+    """
+
+    def __init__(
+        self,
+        port: int = 0,
+        controller_port: int = 0,
+        data_dir: str | os.PathLike | None = None,
+        *,
+        jar_dir: str | os.PathLike | None = None,
+        heap: str = "512m",
+        start_timeout: float = 60.0,
+        config: dict[str, object] | None = None,
+    ):
+        self._req_port = int(port)
+        self._req_controller_port = int(controller_port)
+        self._req_data_dir = Path(data_dir) if data_dir is not None else None
+        self._jar_dir = Path(jar_dir) if jar_dir is not None else None
+        self.heap = heap
+        self.start_timeout = float(start_timeout)
+        self.extra_config = dict(config or {})
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self.data_dir: Path | None = None
+        self.cluster_id: str | None = None
+        self._owns_dir = False
+        self._proc: subprocess.Popen | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise DevStackError("KafkaBroker is not started")
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        assert self.data_dir is not None
+        return self.data_dir / "broker.log"
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "KafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "KafkaBroker":
+        if self.running():
+            return self
+        java = check_java()
+        jar_dir = self._jar_dir or jars_dir("kafka", KAFKA_JARS_ENV)
+        cp = classpath(broker_classpath(jar_dir))
+        if self._req_port:
+            ensure_port_free(self._req_port, "Kafka broker")
+        if self._req_controller_port:
+            ensure_port_free(self._req_controller_port, "Kafka controller")
+
+        auto_ports = not (self._req_port and self._req_controller_port)
+        attempts = 3 if auto_ports else 1
+        last_error: DevStackError | None = None
+        for _ in range(attempts):
+            try:
+                self._start_once(java, cp)
+                register_for_exit(self)
+                return self
+            except DevStackError as e:
+                last_error = e
+                bind_race = "Address already in use" in str(e)
+                self._keep_failed_log()
+                self.stop()
+                if not (auto_ports and bind_race):
+                    break
+        assert last_error is not None
+        raise last_error
+
+    def _start_once(self, java: str, cp: str) -> None:
+        self.port = self._req_port or free_port()
+        self.controller_port = self._req_controller_port or free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        if self._req_data_dir is not None:
+            self.data_dir = self._req_data_dir
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._owns_dir = False
+        else:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="lakesink-kafka-"))
+            self._owns_dir = True
+        logs = self.data_dir / "logs"
+        props = self.data_dir / "server.properties"
+        props.write_text(self._properties(logs))
+        self.cluster_id = random_cluster_id()
+        jvm = [java, "-Xms128m", f"-Xmx{self.heap}", "-Djava.awt.headless=true",
+               f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", "-cp", cp]
+
+        already_formatted = (logs / "meta.properties").exists()
+        if not already_formatted:
+            fmt = [*jvm, "kafka.tools.StorageTool", "format", "--standalone",
+                   "-t", self.cluster_id, "-c", str(props)]
+            with open(self.log_path, "ab") as log:
+                try:
+                    rc = subprocess.run(fmt, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        timeout=120).returncode
+                except subprocess.TimeoutExpired:
+                    rc = -1
+            if rc != 0:
+                raise DevStackError(
+                    f"Kafka storage format failed (exit {rc}) in {self.data_dir}; log tail:\n"
+                    f"{log_tail(self.log_path)}"
+                )
+
+        self._proc = spawn([*jvm, "kafka.Kafka", str(props)], self.log_path)
+        t0 = time.monotonic()
+        ok = wait_until(lambda: port_open(self.port), self.start_timeout, alive=self.running)
+        if ok:
+            ok = wait_until(self._admin_ready, max(5.0, self.start_timeout - (time.monotonic() - t0)),
+                            interval=0.5, alive=self.running)
+        if not ok:
+            state = (f"exited with {self._proc.returncode}" if not self.running()
+                     else f"not ready after {self.start_timeout:.0f}s")
+            raise DevStackError(
+                f"Kafka broker on {self.bootstrap_servers} {state} (full log copied to "
+                f"{tempfile.gettempdir()}/lakesink-kafka-failed-*.log); log tail:\n"
+                f"{log_tail(self.log_path)}"
+            )
+
+    def _keep_failed_log(self) -> None:
+        """Copy the broker log out of the temp dir (which stop() removes) for post-mortems."""
+        if self._owns_dir and self.data_dir is not None and self.log_path.exists():
+            kept = Path(tempfile.gettempdir()) / f"lakesink-kafka-failed-{os.getpid()}-{int(time.time())}.log"
+            try:
+                shutil.copyfile(self.log_path, kept)
+            except OSError:
+                pass
+
+    def _properties(self, logs: Path) -> str:
+        p = self.port
+        c = self.controller_port
+        conf: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{p},CONTROLLER://{LOOPBACK}:{c}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{p}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": f"{LOOPBACK}:{c}",
+            "log.dirs": str(logs),
+            "num.partitions": 1,
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 4,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 4,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+            "log.segment.bytes": 16 * 1024 * 1024,
+            "log.index.size.max.bytes": 1024 * 1024,
+        }
+        conf.update(self.extra_config)
+        return "".join(f"{k}={v}\n" for k, v in conf.items())
+
+    def _admin_ready(self) -> bool:
+        self.admin().list_topics(timeout=3)
+        return True
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the broker, SIGKILL after ``timeout`` s, remove the temp data dir. Idempotent."""
+        unregister_for_exit(self)
+        terminate(self._proc, timeout)
+        self._proc = None
+        if self._owns_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self._owns_dir = False
+
+    # ------------------------------------------------------------------ helpers
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 3})
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Create ``name`` (replication 1) and wait until it is visible with all its partitions."""
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=1,
+                         config={k: str(v) for k, v in (config or {}).items()})
+        fut = admin.create_topics([topic], operation_timeout=timeout, request_timeout=timeout)[name]
+        try:
+            fut.result(timeout=timeout)
+        except Exception as e:
+            raise DevStackError(f"cannot create topic {name!r} on {self.bootstrap_servers}: {e}") from None
+
+        def visible() -> bool:
+            md = admin.list_topics(topic=name, timeout=5).topics.get(name)
+            return (md is not None and md.error is None and len(md.partitions) == partitions
+                    and all(p.leader >= 0 for p in md.partitions.values()))
+
+        if not wait_until(visible, timeout, interval=0.2):
+            raise DevStackError(f"topic {name!r} created but not visible after {timeout:.0f}s")
+
+    def __repr__(self) -> str:
+        where = self.bootstrap_servers if self.port else "not started"
+        return f"KafkaBroker({where}, pid={self.pid})"
+
+
+__all__ = ["KafkaBroker", "random_cluster_id", "broker_classpath", "KAFKA_JARS_ENV"]

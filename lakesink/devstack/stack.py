@@ -1,0 +1,122 @@
+"""The local stack as one unit: Kafka broker + S3 endpoint, and the supervisor process behind ``lakesink dev up``.
+
+``LocalStack`` starts both services in this process (broker as a child JVM, S3 on a thread) and stops both.
+
+``python -m lakesink.devstack.stack --state-file F`` is the background supervisor that ``lakesink dev up``
+launches in its own session: it starts a LocalStack, writes ``F`` (JSON with pids, ports, endpoint,
+credentials), then sleeps until SIGTERM/SIGINT, stops the stack and removes ``F``. The broker dies with the
+supervisor even if it is SIGKILLed (PR_SET_PDEATHSIG).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from lakesink.devstack import DevStackError
+from lakesink.devstack.kafka import KafkaBroker
+from lakesink.devstack.s3 import S3Endpoint
+
+
+class LocalStack:
+    """Kafka broker + S3 endpoint; ``with LocalStack() as stack: stack.kafka.bootstrap_servers ...``."""
+
+    def __init__(self, kafka_port: int = 0, s3_port: int = 0, kafka_start_timeout: float = 60.0):
+        self.kafka = KafkaBroker(port=kafka_port, start_timeout=kafka_start_timeout)
+        self.s3 = S3Endpoint(port=s3_port)
+
+    def start(self) -> "LocalStack":
+        try:
+            self.s3.start()
+            self.kafka.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        errors = []
+        for svc in (self.kafka, self.s3):
+            try:
+                svc.stop()
+            except Exception as e:  # pragma: no cover - best effort
+                errors.append(f"{svc!r}: {e}")
+        if errors:
+            raise DevStackError("stopping the local stack: " + "; ".join(errors))
+
+    def __enter__(self) -> "LocalStack":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def info(self) -> dict:
+        return {
+            "bootstrap_servers": self.kafka.bootstrap_servers,
+            "kafka_pid": self.kafka.pid,
+            "kafka_port": self.kafka.port,
+            "kafka_controller_port": self.kafka.controller_port,
+            "kafka_log": str(self.kafka.log_path),
+            "s3_endpoint": self.s3.endpoint_url,
+            "s3_port": self.s3.port,
+            "s3_access_key": self.s3.access_key,
+            "s3_secret_key": self.s3.secret_key,
+            "s3_region": self.s3.region,
+        }
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0) -> int:
+    """Run a LocalStack until SIGTERM/SIGINT; publish it in ``state_file`` while it runs."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port)
+    try:
+        stack.start()
+    except DevStackError as e:
+        print(f"lakesink dev stack: {e}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        info = {"supervisor_pid": os.getpid(), "started_at": time.time(), **stack.info()}
+        write_json_atomic(state_file, info)
+        print(f"dev stack ready: {json.dumps(info)}", flush=True)
+        while not stop.is_set() and stack.kafka.running():
+            stop.wait(1.0)
+        if not stop.is_set():
+            print("lakesink dev stack: the Kafka broker exited; shutting down", file=sys.stderr, flush=True)
+    finally:
+        try:
+            current = json.loads(state_file.read_text())
+            if current.get("supervisor_pid") == os.getpid():
+                state_file.unlink()
+        except (OSError, ValueError):
+            pass
+        stack.stop()
+        print("dev stack stopped", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lakesink.devstack.stack",
+                                 description="supervisor of the local Kafka + S3 stack (see lakesink dev up)")
+    ap.add_argument("--state-file", type=Path, required=True)
+    ap.add_argument("--kafka-port", type=int, default=0)
+    ap.add_argument("--s3-port", type=int, default=0)
+    args = ap.parse_args(argv)
+    return supervise(args.state_file, args.kafka_port, args.s3_port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

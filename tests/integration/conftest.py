@@ -1,0 +1,90 @@
+"""Session-scoped local stack for the integration tests: ``kafka``, ``s3``, ``spark`` (+ lazily ``spark_cluster``).
+
+The fixtures are thin wrappers over :mod:`lakesink.devstack`; each service is started only when a test asks
+for it and is stopped at session end even if a test (or another fixture) failed. Every test in this
+directory is marked ``integration`` and gets a generous default timeout (2 shared CPU cores).
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lakesink.devstack.kafka import KafkaBroker
+from lakesink.devstack.s3 import S3Endpoint
+
+INTEGRATION_DIR = Path(__file__).parent
+DEFAULT_TIMEOUT_S = 600
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if INTEGRATION_DIR in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT_S))
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A real single-node KRaft Kafka broker on 127.0.0.1 (``kafka.bootstrap_servers``)."""
+    broker = KafkaBroker()
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """moto's S3 server on 127.0.0.1 (``s3.endpoint_url``, ``s3.client()``, ``s3.s3_settings()``)."""
+    endpoint = S3Endpoint()
+    try:
+        endpoint.start()
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(s3):
+    """One local[2] SparkSession for the whole run, with Kafka/Delta/S3A jars and the S3 endpoint configured."""
+    from lakesink.spark import get_spark
+
+    session = get_spark(
+        app_name="lakesink-tests",
+        master="local[2]",
+        s3=s3.s3_settings(),
+        conf={"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "2",
+              "spark.ui.enabled": "false"},
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A Spark standalone master + 2 workers (separate JVMs); only started by tests that use it."""
+    from lakesink.devstack.spark_cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(workers=2, cores=1, memory="1g")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def bucket(s3) -> str:
+    """A fresh, empty bucket on the S3 endpoint."""
+    return s3.create_bucket(f"test-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
