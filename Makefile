@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 .PHONY: help bootstrap jars test unit integration demo dev-up dev-down dev-status
 
 help:
-	@echo "make demo        start the local stack, run Kafka -> Spark -> Delta on S3, stop it"
+	@echo "make demo        start the local stack, archive a topic with the sink, show objects + manifest, stop"
 	@echo "make test        unit then integration tests (fails if no test is collected)"
 	@echo "make unit        unit tests only (no services)"
 	@echo "make integration integration tests only (Kafka broker, S3 endpoint, Spark)"
@@ -36,9 +36,8 @@ unit: bootstrap
 integration: bootstrap
 	$(PYTEST) -q $(PYTEST_ARGS) tests/integration
 
-# Until `lakesink demo` exists this runs the stack smoke test.
 demo: bootstrap
-	$(PY) -m lakesink.devstack.smoke
+	$(VENV)/bin/lakesink demo
 
 dev-up: bootstrap
 	$(VENV)/bin/lakesink dev up

@@ -92,7 +92,13 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_check)
 
 
-COMMAND_REGISTRARS = [_add_sink, _add_vacuum, _add_check, _add_dev]
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    from lakesink import demo
+
+    demo.add_parser(sub)
+
+
+COMMAND_REGISTRARS = [_add_sink, _add_vacuum, _add_check, _add_demo, _add_dev]
 
 
 def build_parser() -> argparse.ArgumentParser:
