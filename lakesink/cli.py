@@ -32,8 +32,8 @@ def _cmd_sink(args) -> int:
         print(f"lakesink: warning: {w}", file=sys.stderr)
     job = SinkJob(_session(cfg, args.master), cfg)
     interval = parse_interval(args.interval)
-    for res in job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail):
-        print(res.summary())
+    job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
+            on_batch=lambda res: print(res.summary(), flush=True))
     return 0
 
 

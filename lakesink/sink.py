@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from lakesink.errors import LakesinkError
 from lakesink.manifest import FencedError, Manifest, ManifestError
@@ -338,9 +338,11 @@ class SinkJob:
 
     # -- loops
     def run(self, once: bool = True, interval_s: float = 30.0, flush_tail: bool = False,
-            stop: threading.Event | None = None) -> list[BatchResult]:
+            stop: threading.Event | None = None,
+            on_batch: Callable[[BatchResult], None] | None = None) -> list[BatchResult]:
         """``once``: one batch up to the offsets seen now. Else repeat every ``interval_s`` until
-        ``stop`` is set (SIGTERM/SIGINT set it: the current batch finishes and commits first)."""
+        ``stop`` is set (SIGTERM/SIGINT set it: the current batch finishes and commits first).
+        ``on_batch`` is called after every committed batch."""
         stop = stop or threading.Event()
         results = []
         if not once and threading.current_thread() is threading.main_thread():
@@ -351,6 +353,8 @@ class SinkJob:
             res = self.run_batch(flush_tail=flush_tail)
             log.info(res.summary())
             results.append(res)
+            if on_batch is not None:
+                on_batch(res)
             if once or stop.is_set():
                 return results
             stop.wait(max(0.0, interval_s - (time.monotonic() - t)))
