@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -40,6 +41,24 @@ class DataLossError(LakesinkError):
 
 class ResumeGuardError(LakesinkError):
     """The manifest was written against another Kafka cluster or another incarnation of a topic."""
+
+
+class BatchFailedError(LakesinkError):
+    """An executor task failed (bad record, store or Kafka error); the batch committed nothing."""
+
+
+_EXECUTOR_ERROR = re.compile(r"((?:lakesink\.[\w.]+|[\w.]*(?:Error|Exception))): (.+)")
+
+
+def executor_error(e: BaseException) -> str:
+    """The root cause of a failed Spark action, preferring lakesink's own error line over the wrappers."""
+    text = str(e)
+    found = [m for m in _EXECUTOR_ERROR.finditer(text) if m.group(1).startswith("lakesink.")]
+    if found:
+        m = found[-1]
+        return f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2).strip()}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0][:500] if lines else type(e).__name__
 
 
 class BatchValidationError(LakesinkError):
@@ -242,8 +261,12 @@ class SinkJob:
             cfg = self.cfg
             starts = {(p.topic, p.partition): (p.start, p.end) for p in plans}
             t1 = time.monotonic()
-            out = self._read(plans).mapInArrow(
-                lambda it: _archive_partitions(it, cfg, ctx, starts), RESULT_SCHEMA).collect()
+            try:
+                out = self._read(plans).mapInArrow(
+                    lambda it: _archive_partitions(it, cfg, ctx, starts), RESULT_SCHEMA).collect()
+            except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
+                raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
+                                       f"{executor_error(e)}") from e
             result.seconds["archive"] = time.monotonic() - t1
             decoded = [json.loads(r.row) for r in out]
             status = {(d["topic"], d["kafka_partition"]): d for d in decoded if d.get("_status")}
@@ -383,5 +406,5 @@ def parse_interval(text: str) -> float:
     raise LakesinkError(f"--interval {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
 
 
-__all__ = ["SinkJob", "BatchResult", "run", "parse_interval", "DataLossError", "ResumeGuardError",
+__all__ = ["SinkJob", "BatchResult", "run", "parse_interval", "DataLossError", "ResumeGuardError", "BatchFailedError",
            "BatchValidationError", "FencedError", "ManifestError"]

@@ -8,7 +8,7 @@ from archive_checks import archived_values, base_config, check_chains, manifest_
 
 from lakesink.config import SinkConfig
 from lakesink.formats.base import RecordView
-from lakesink.sink import SinkJob
+from lakesink.sink import BatchFailedError, SinkJob
 
 
 def _values(n, start=0):
@@ -77,7 +77,7 @@ def test_bad_record_fails_the_batch_and_commits_nothing(spark, kafka, s3, bucket
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, [b'{"ok": 1}', b"not json", b'{"ok": 2}'])
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"flush.size": "1"}))
-    with pytest.raises(Exception, match=rf"{topic_name}-0@1"):
+    with pytest.raises(BatchFailedError, match=rf"nothing was committed: DecodeError: record {topic_name}-0@1"):
         SinkJob(spark, cfg).run_batch()
     assert manifest_rows(spark, cfg) == []
 
