@@ -1,0 +1,30 @@
+"""Driver-side helpers of the sink that need no services."""
+import pytest
+
+from lakesink.errors import LakesinkError
+from lakesink.sink import executor_error, parse_interval
+
+WRAPPED = """An error occurred while calling o123.collectToPython.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "worker.py", line 3, in f
+lakesink.errors.DecodeError: record orders-2@17: not valid JSON: Expecting value
+"""
+
+
+def test_executor_error_prefers_lakesinks_own_line():
+    assert executor_error(Exception(WRAPPED)) == "DecodeError: record orders-2@17: not valid JSON: Expecting value"
+
+
+def test_executor_error_falls_back_to_the_first_line():
+    assert executor_error(Exception("Connection refused\nmore")) == "Connection refused"
+
+
+@pytest.mark.parametrize("text,seconds", [("30s", 30), ("5m", 300), ("1h", 3600), ("250ms", 0.25), ("2", 2)])
+def test_parse_interval(text, seconds):
+    assert parse_interval(text) == seconds
+
+
+def test_parse_interval_rejects_garbage_naming_the_flag():
+    with pytest.raises(LakesinkError, match="--interval 'soon'"):
+        parse_interval("soon")
