@@ -178,29 +178,33 @@ class AvroWriter(FormatWriter):
         fp, sid, sync = self._fp, self._schema_id, self._fmt.sync_interval
         encode = self._w.write
         raws = self._raw
-        for r in run:
-            value = r.value
-            vs = r.value_schema
-            if value is None or vs is None or vs.fingerprint != fp:
-                self.write(r)  # raises the EncodeError write() raises
-                continue
-            raw = r.raw_value
-            if raw is not None and raw[:5] == sid:
-                payload = raw[5:]
-                raws.append(payload)
-                self._raw_size += len(payload)
-                self.record_count += 1
-                if self._raw_size >= sync:
+        done = 0  # encoded records not yet added to record_count
+        try:
+            for r in run:
+                value = r.value
+                vs = r.value_schema
+                if value is None or vs is None or vs.fingerprint != fp:
+                    self.write(r)  # raises the EncodeError write() raises
+                    continue
+                raw = r.raw_value
+                if raw is not None and raw[:5] == sid:
+                    payload = raw[5:]
+                    raws.append(payload)
+                    self._raw_size += len(payload)
+                    self.record_count += 1
+                    if self._raw_size >= sync:
+                        self._flush_raw()
+                    continue
+                if raws:
                     self._flush_raw()
-                continue
-            if raws:
-                self._flush_raw()
-            try:
-                encode(value)
-            except Exception as e:  # as in _write_value
-                self._drop_partial_record()
-                raise encode_error(r, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
-            self.record_count += 1
+                try:
+                    encode(value)
+                except Exception as e:  # as in _write_value
+                    self._drop_partial_record()
+                    raise encode_error(r, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
+                done += 1
+        finally:
+            self.record_count += done
 
     def _write_view(self, record: SinkRecord) -> None:
         if self.view is RecordView.KEYS:

@@ -84,7 +84,9 @@ class FormatWriter(ABC):
         """Append ``records`` in order: exactly what calling :meth:`write` for each would do (same
         bytes, ``record_count``, chunk / block / row-group boundaries). On an :class:`EncodeError`
         the records before the bad one are written, the bad one and those after it are not, and
-        the writer stays usable, as with :meth:`write`.
+        the writer stays usable, as with :meth:`write`. (One exception, the same for both calls:
+        a Parquet value that passes Avro validation but that Arrow cannot convert is found when
+        its row group is converted, by the call that fills the group; see ParquetFormatWriter.)
 
         This default loops over :meth:`write`; formats override it where a run of records can be
         encoded with less per-record work (the sink hands each file runs of consecutive records).

@@ -26,7 +26,7 @@ import io
 import json
 from dataclasses import asdict, dataclass
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
+from itertools import accumulate, repeat
 from operator import add
 from typing import Any, BinaryIO, Iterator, Sequence
 
@@ -212,17 +212,18 @@ class BlockGzipWriter(FormatWriter):
     def _write_texts(self, records: Sequence[SinkRecord], values: list[str], i: int, j: int) -> None:
         """Append ``records[i:j]``, whose values are the str ``values[i:j]``."""
         texts = values[i:j] if (i or j != len(values)) else values
-        text = "\n".join(texts) + "\n"
-        if "\n\n" in text:  # a value already ending with a newline (or empty): lines of their own
+        m = len(texts)
+        if any(map(str.endswith, texts, repeat("\n", m))):  # lines of their own: no newline added
             texts = [t if t.endswith("\n") else t + "\n" for t in texts]
-            text = "".join(texts)
+            sep = ""
             ends = list(accumulate(map(len, texts), initial=0))
-        else:
-            ends = list(map(add, accumulate(map(len, texts), initial=0), range(len(texts) + 1)))
-        # ends[k] = characters of the first k lines; line k is text[ends[k]:ends[k + 1]]
+        else:  # line k is texts[k] + "\n"
+            sep = "\n"
+            ends = list(map(add, accumulate(map(len, texts), initial=0), range(m + 1)))
+        # ends[k] = characters of the first k lines
         fmt, lines = self._fmt, self._lines
         block, buffer = fmt.block_size, fmt.buffer_size
-        k, m = 0, len(texts)
+        k = 0
         while k < m:
             if self._member is None:
                 self._member = CompressingSink(self._sink, fmt.compression, fmt.compression_level)
@@ -236,9 +237,10 @@ class BlockGzipWriter(FormatWriter):
             push = bisect_left(ends, base + buffer - self._pending, k + 1)  # push after line push-1
             end = min(stop, push, m)
             if end > k:
-                piece = text[base:ends[end]]
-                size = len(piece)
-                lines.append(piece)
+                lines.append(sep.join(texts[k:end]))
+                if sep:
+                    lines.append(sep)
+                size = ends[end] - base
                 self._pending += size
                 self._chars += size
                 self._count += end - k

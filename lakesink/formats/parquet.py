@@ -13,6 +13,7 @@ LZ4, which pyarrow cannot write, and ``lzo`` is unsupported: both are rejected.
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any, BinaryIO, Iterator, Sequence
 
 import fastavro.validation
@@ -155,6 +156,7 @@ class ParquetFormatWriter(FormatWriter):
         except SchemaError as e:
             raise encode_error(record, str(e)) from None
         self._avro = avro
+        self._getters = [itemgetter(name) for name in self._arrow_schema.names]
         self._fp = vs.fingerprint if vs is not None else None
         self._validate_schema = raw_parsed_schema(avro)
         self._convert = arrow_value_converter(avro)
@@ -249,7 +251,7 @@ class ParquetFormatWriter(FormatWriter):
         if not rows:
             return
         try:
-            table = pa.Table.from_pylist(rows, schema=self._arrow_schema)
+            table = self._to_table(rows)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
             bad = self._first_bad_row()
             if bad is None:
@@ -263,6 +265,20 @@ class ParquetFormatWriter(FormatWriter):
         rows.clear()
         self._row_records.clear()
         self._pw.write_table(table, row_group_size=len(table))
+
+    def _to_table(self, rows: list[Any]):
+        """``Table.from_pylist(rows, schema)``, with the columns gathered by C-level ``itemgetter``
+        maps (from_pylist runs a Python comprehension with two dict lookups per cell); a row that
+        lacks a field (Avro validation accepts a missing field that has a default) takes
+        from_pylist's path, which gives it a null there."""
+        import pyarrow as pa
+
+        schema = self._arrow_schema
+        try:
+            columns = [list(map(get, rows)) for get in self._getters]
+        except (KeyError, TypeError):
+            return pa.Table.from_pylist(rows, schema=schema)
+        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
 
     def _first_bad_row(self) -> int | None:
         """Index of the first buffered row Arrow cannot convert on its own (bisecting: about

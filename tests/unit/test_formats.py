@@ -612,3 +612,265 @@ def test_blockgzip_lines_newlines_and_oversized_records():
 def test_blockgzip_only_value_view():
     with pytest.raises(ValueError):
         create("blockgzip").open_writer(io.BytesIO(), RecordView.KEYS)
+
+
+# ---- write_many: the batch path is write() for each record ----------------------------------------
+
+def mixed_records(fmt_name, n, seed=0):
+    """Records exercising each format's batch path and its per-record detours."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        if fmt_name == "avro":  # runs of wire (fast path) and decoded (encode) records
+            v = user(i, "x" * rnd.randrange(40))
+            out.append(rec(i, v, USER_VS, wire(USER_VS, v) if (i // 7) % 2 else None))
+        elif fmt_name == "parquet":
+            v = user(i, "p" * rnd.randrange(40))
+            out.append(rec(i, v, USER_VS, wire(USER_VS, v) if i % 3 else None))
+        elif fmt_name == "json":
+            v = rnd.choice([{"id": i, "s": "é" * rnd.randrange(30)}, f"s{i}", i, [i, None], {"n": i / 3}])
+            out.append(rec(i, v))
+        elif fmt_name == "bytearray":
+            v = os.urandom(rnd.randrange(60))
+            out.append(rec(i, bytearray(v) if i % 11 == 0 else v))
+        else:  # blockgzip: str (some ending in a newline, some empty, some long), dicts, bytes
+            k = rnd.randrange(12)
+            v = {0: "ü" * rnd.randrange(90) + f"{i}\n", 1: "", 2: {"i": i}, 3: f"b{i}".encode(),
+                 4: f"x{i}\n\ny"}.get(k, "ü" * rnd.randrange(90) + f"{i}")
+            out.append(rec(1000 + 2 * i, v))
+    return out
+
+
+SPLIT_CASES = {
+    **CASES,
+    "avro-small-blocks": ("avro", {"sync_interval": 300}, None),
+    "avro-deflate-small-blocks": ("avro", {"codec": "deflate", "sync_interval": 700}, None),
+    "json-small-buffer": ("json", {"buffer_size": 300}, None),
+    "json-gzip-small-buffer": ("json", {"compression": "gzip", "buffer_size": 1000}, None),
+    "bytearray-small-buffer": ("bytearray", {"buffer_size": 100}, None),
+    "bytearray-gzip-small-buffer": ("bytearray", {"compression": "gzip", "separator": "--", "buffer_size": 333},
+                                    None),
+    "bytearray-no-separator": ("bytearray", {"separator": b"", "buffer_size": 64}, None),
+    "parquet-small-groups": ("parquet", {"row_group_size": 37}, None),
+    "blockgzip-small": ("blockgzip", {"block_size": 700, "buffer_size": 250}, None),
+    "blockgzip-tiny-blocks": ("blockgzip", {"block_size": 40, "buffer_size": 1}, None),
+    "blockgzip-bz2-small": ("blockgzip", {"compression": "bzip2", "block_size": 2000, "buffer_size": 900}, None),
+}
+
+
+def write_in_splits(fmt, records, seed, view=RecordView.VALUE):
+    """write_many over random splits (empty ones included), with some plain write() calls between."""
+    import random
+
+    rnd = random.Random(seed)
+    out = RecordingOut()
+    w = fmt.open_writer(out, view)
+    i = 0
+    while i < len(records):
+        if rnd.random() < 0.1:
+            w.write(records[i])
+            i += 1
+            continue
+        j = min(len(records), i + rnd.choice([0, 1, 2, 5, 17, 64, 300, 1000]))
+        w.write_many(records[i:j])
+        i = j
+    w.close()
+    return out, w
+
+
+def write_each(fmt, records, view=RecordView.VALUE):
+    out = RecordingOut()
+    w = fmt.open_writer(out, view)
+    for r in records:
+        w.write(r)
+    w.close()
+    return out, w
+
+
+def avro_sync(data: bytes) -> bytes:
+    return fastavro.block_reader(io.BytesIO(data))._header["sync"]
+
+
+def assert_same_output(fmt, a: RecordingOut, wa, b: RecordingOut, wb, view=RecordView.VALUE):
+    """``b`` (write_many) is what ``a`` (write per record) is: same records, same blocks / row groups /
+    chunks, and for deterministic formats the same bytes pushed to ``out`` in the same writes."""
+    assert wa.record_count == wb.record_count
+    assert wa.bytes_written == a.total and wb.bytes_written == b.total
+    da, db = a.buf.getvalue(), b.buf.getvalue()
+    assert read_back(fmt, da, view) == read_back(fmt, db, view)
+    if fmt.name == "avro":  # identical but for the random sync marker: same blocks
+        assert da.replace(avro_sync(da), avro_sync(db)) == db
+        assert [x.num_records for x in fastavro.block_reader(io.BytesIO(da))] == \
+               [x.num_records for x in fastavro.block_reader(io.BytesIO(db))]
+    elif fmt.name == "parquet":  # same row groups
+        import pyarrow.parquet as pq
+
+        ma, mb = pq.ParquetFile(io.BytesIO(da)).metadata, pq.ParquetFile(io.BytesIO(db)).metadata
+        assert [ma.row_group(g).num_rows for g in range(ma.num_row_groups)] == \
+               [mb.row_group(g).num_rows for g in range(mb.num_row_groups)]
+    else:  # deterministic formats: byte-identical, pushed in the same pieces, index included
+        assert da == db
+        assert a.sizes == b.sizes
+        assert wa.side_files() == wb.side_files()
+
+
+@pytest.mark.parametrize("case_name", sorted(SPLIT_CASES))
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_write_many_in_any_split_equals_write(case_name, seed):
+    name, opts, make = SPLIT_CASES[case_name]
+    fmt = create(name, **opts)
+    records = make(1500) if make is not None else mixed_records(name, 1500, seed)
+    one, w1 = write_each(fmt, records)
+    many, w2 = write_in_splits(fmt, records, seed)
+    assert w2.record_count == len(records)
+    assert_same_output(fmt, one, w1, many, w2)
+    if fmt.name == "blockgzip" and opts.get("block_size", 1 << 30) < 5000:
+        assert len(json.loads(w2.side_files()[".index.json"])["chunks"]) > 3
+
+
+def test_write_many_whole_object_in_one_call(case):
+    fmt, make = case
+    records = make(700)
+    one, w1 = write_each(fmt, records)
+    out = RecordingOut()
+    w2 = fmt.open_writer(out)
+    w2.write_many(records)
+    w2.write_many([])
+    w2.close()
+    assert_same_output(fmt, one, w1, out, w2)
+
+
+@pytest.mark.parametrize("view", [RecordView.KEYS, RecordView.HEADERS])
+@pytest.mark.parametrize("name", ["avro", "json", "bytearray", "parquet"])
+def test_write_many_keys_and_headers_views(name, view):
+    fmt = create(name)
+    if not fmt.supports_view(view):
+        return
+    records = [rec(i, user(i), USER_VS, key=(b"k%d" if name == "bytearray" else "k%d") % i,
+                   headers=(("h", b"%d" % i), ("n", None))) for i in range(300)]
+    one, w1 = write_each(fmt, records, view=view)
+    many, w2 = write_in_splits(fmt, records, 5, view=view)
+    assert_same_output(fmt, one, w1, many, w2, view)
+
+
+def test_write_many_bad_record_in_the_middle_names_it_and_writer_survives(case):
+    fmt, make = case
+    good = make(10)
+    value, vs = bad_value_for(fmt.name)
+    bad = SinkRecord("orders", 3, 1234, None, b"k", value, (("h", b"v"),), vs, None)
+    out = RecordingOut()
+    w = fmt.open_writer(out)
+    with pytest.raises(EncodeError) as ei:
+        w.write_many(good[:5] + [bad] + good[5:])
+    assert (ei.value.topic, ei.value.partition, ei.value.offset) == ("orders", 3, 1234)
+    assert w.record_count == 5  # the records before the bad one are written, none after it
+    w.write_many(good[5:])
+    w.close()
+    assert w.record_count == 10
+    ref, wref = write_each(fmt, good)
+    assert_same_output(fmt, ref, wref, out, w)
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate"])
+def test_avro_write_many_encode_failure_mid_batch(codec):
+    """A schema'd value fastavro cannot encode (the encode path): named, the partial record dropped."""
+    fmt = create("avro", codec=codec, sync_interval=200)
+    good = avro_records(40)
+    bad = rec(777, dict(user(1), id="not-a-long"), USER_VS)
+    out = io.BytesIO()
+    w = fmt.open_writer(out)
+    with pytest.raises(EncodeError) as ei:
+        w.write_many(good[:23] + [bad] + good[23:])
+    assert ei.value.offset == 777 and w.record_count == 23
+    w.write_many(good[23:])
+    w.close()
+    assert read_back(fmt, out.getvalue()) == expected(good)
+
+
+def test_parquet_arrow_conversion_failure_names_the_record():
+    """A value Avro validation accepts but Arrow cannot convert (decimal wider than its precision)
+    is found when its row group is converted: named, dropped, the other rows kept; write_many and
+    write() fail on the same call with the same result."""
+    s = {"type": "record", "name": "D", "fields": [
+        {"name": "i", "type": "long"},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}}]}
+    vs = value_schema(s, id=11)
+    records = [rec(i, {"i": i, "d": (123456 if i == 6 else i).to_bytes(4, "big", signed=True)}, vs)
+               for i in range(10)]
+    fmt = create("parquet", row_group_size=4)
+
+    invalid = rec(99, {"i": "not-a-long", "d": b"\x01"}, vs)  # fails validation, rejected at once
+    out1 = RecordingOut()
+    w1 = fmt.open_writer(out1)
+    failed = []
+    for r in records[:5] + [invalid] + records[5:]:
+        try:
+            w1.write(r)
+        except EncodeError as e:
+            failed.append((r.offset, e.offset))
+    w1.close()
+    assert failed == [(99, 99), (7, 6)]  # write(record 7) completes the row group holding record 6
+
+    out2 = RecordingOut()
+    w2 = fmt.open_writer(out2)
+    with pytest.raises(EncodeError) as ei:
+        w2.write_many(records[:5] + [invalid] + records[5:])
+    assert ei.value.offset == 99 and w2.record_count == 5
+    with pytest.raises(EncodeError, match="Parquet column types") as ei:
+        w2.write_many(records[5:])
+    assert ei.value.offset == 6 and w2.record_count == 7  # 0..7 accepted, 6 dropped
+    w2.write_many(records[8:])
+    w2.close()
+    assert [r["i"] for r in read_back(fmt, out2.buf.getvalue())] == [0, 1, 2, 3, 4, 5, 7, 8, 9]
+    assert_same_output(fmt, out1, w1, out2, w2)
+
+
+def test_write_many_default_loops_over_write():
+    from lakesink.formats.base import FormatWriter
+
+    class Recording(FormatWriter):
+        def __init__(self):
+            super().__init__(io.BytesIO(), RecordView.VALUE)
+            self.seen = []
+
+        def write(self, record):
+            self.seen.append(record.offset)
+
+        def _finish(self):
+            pass
+
+    w = Recording()
+    w.write_many(bytes_records(5))
+    assert w.seen == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("name,opts,value", [
+    ("bytearray", {"buffer_size": 50}, b"123456789"),  # 9 + separator: the buffer fills exactly
+    ("bytearray", {"buffer_size": 50, "compression": "gzip"}, b"123456789"),
+    ("json", {"buffer_size": 45}, "1234567"),  # '"1234567"' is 9 characters
+    ("json", {"buffer_size": 45, "compression": "gzip"}, "1234567"),
+    ("blockgzip", {"block_size": 50, "buffer_size": 30}, "123456789"),  # 10 characters a line
+    ("blockgzip", {"block_size": 50, "buffer_size": 30}, "12345678\n"),
+])
+def test_write_many_exact_thresholds(name, opts, value):
+    """Buffers and chunks that fill exactly at a record boundary: pushed / ended at the same record."""
+    fmt = create(name, **opts)
+    records = [rec(i, value) for i in range(103)]
+    one = RecordingOut()
+    w1 = fmt.open_writer(one)
+    state = []  # after each record: text waiting in the writer's buffer, bytes handed to the sink
+    for r in records:
+        w1.write(r)
+        state.append((w1._pending, w1._sink.position))
+    w1.close()
+    for split in (1, 4, 5, 6, 50, 103):
+        out = RecordingOut()
+        w2 = fmt.open_writer(out)
+        for i in range(0, len(records), split):
+            w2.write_many(records[i:i + split])
+            j = min(i + split, len(records))
+            assert (w2._pending, w2._sink.position) == state[j - 1], f"after record {j - 1}"
+        w2.close()
+        assert_same_output(fmt, one, w1, out, w2)
