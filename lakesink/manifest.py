@@ -113,14 +113,25 @@ class Manifest:
         self.location = location
 
     # -- table
-    def ensure(self) -> None:
-        """Create the table if it does not exist (idempotent, safe to race)."""
-        try:
-            self.spark.sql(ddl(self.location))
-        except Exception as e:  # noqa: BLE001 - py4j wraps everything
-            if "already exists" in str(e).lower() or "DELTA_TABLE_ALREADY_EXISTS" in str(e):
+    def ensure(self, attempts: int = 5) -> None:
+        """Create the table if it does not exist (idempotent, safe to race).
+
+        Two runs creating the same new path table race in Delta: the loser sees
+        ProtocolChangedException, or DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION while the winner's
+        first commit is not yet visible. Retrying CREATE TABLE IF NOT EXISTS then finds the table.
+        """
+        import time
+
+        for attempt in range(attempts):
+            try:
+                self.spark.sql(ddl(self.location))
                 return
-            raise ManifestError(f"cannot create manifest table {self.location}: {_first_line(e)}") from None
+            except Exception as e:  # noqa: BLE001 - py4j wraps everything
+                if "already exists" in str(e).lower() or "DELTA_TABLE_ALREADY_EXISTS" in str(e):
+                    return
+                if attempt == attempts - 1:
+                    raise ManifestError(f"cannot create manifest table {self.location}: {_first_line(e)}") from None
+                time.sleep(0.5 * (attempt + 1))
 
     def df(self) -> "DataFrame":
         if _is_path(self.location):
@@ -213,8 +224,13 @@ class Manifest:
 
 
 def _first_line(e: Exception) -> str:
-    s = str(e).strip()
-    return s.splitlines()[0] if s else type(e).__name__
+    """The first meaningful line: py4j's "An error occurred while calling oN.x." names no cause."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
+        return lines[1].lstrip(": ")
+    return lines[0]
 
 
 def write_ddl_file(path: str, location: str = "lakesink.manifest") -> None:

@@ -283,6 +283,7 @@ class SinkJob:
             self._resolve_pending(rows)
         self._validate(plans, rows)
         self._fault("before_commit")
+        self._verify_uploads(rows)
         for r in rows:
             for k in ("min_timestamp", "max_timestamp"):
                 if r.get(k) is not None:
@@ -338,6 +339,26 @@ class SinkJob:
             log.warning("replaced orphan object %s (etag %s) left by a failed run", w.key, h["_pending"]["existing_etag"])
             h["etag"], h["version_id"], h["size_bytes"] = w.etag, w.version_id, w.size
             h["_pending"] = None
+
+    def _verify_uploads(self, rows: list[dict]) -> None:
+        """Every object about to be committed still holds the bytes this run uploaded.
+
+        Another run of the same batch may have taken our uploads for orphans and replaced them
+        between our upload and now; committing would then record ETags the store no longer has.
+        (A replacement in the milliseconds between this check and the Delta commit is still
+        possible; readers verify ETags, so it fails loudly, and versioned buckets keep our version.)
+        """
+        for r in rows:
+            for holder in [r] + list(r.get("side_files") or []):
+                key = holder.get("object_key") if holder is r else holder.get("key")
+                if not key or not holder.get("etag"):
+                    continue
+                info = self.store.head(key)
+                if info is None or info.etag != holder["etag"]:
+                    raise FencedError(
+                        f"{self.store.uri(key)} was replaced by another run of job {self.cfg.name!r} after this run "
+                        f"uploaded it (etag {holder['etag']} → {info.etag if info else 'deleted'}); this run "
+                        f"({self.run_id}) committed nothing")
 
     def _validate(self, plans: list[PartitionPlan], rows: list[dict]) -> None:
         """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""

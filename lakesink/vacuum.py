@@ -69,5 +69,8 @@ def _prefixes(spark, cfg, manifest) -> list[str]:
 
     topics = set(cfg.topics or [])
     topics.update(r.topic for r in manifest.df().where(F.col("job") == cfg.name).select("topic").distinct().collect())
+    from lakesink.naming import validate_topic
+
     naming = cfg.naming()
-    return sorted(naming.topic_prefix(t) for t in topics)
+    # keys are <topics.dir><delim><topic><delim>... (naming.value_key): list exactly one topic's tree
+    return sorted(naming.prefix + validate_topic(t) + naming.directory_delim for t in topics)
