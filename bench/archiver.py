@@ -1,0 +1,129 @@
+"""Executor hot path throughput without Spark or Kafka: records/s of ``_archive_partitions``.
+
+    PYTHONPATH=. .venv/bin/python bench/archiver.py [--records N] [--flush-size F] [--formats avro,json,..]
+    LAKESINK_SRC=/path/to/other/checkout .venv/bin/python bench/archiver.py   # the same on another tree
+
+One Kafka partition of N records (the values of ``bench/sink.py``: bare Avro of its ``AVRO_SCHEMA`` read
+with an inline ``value.schema`` for avro/parquet; compact JSON text for json/bytearray; null keys, no
+headers) is built once as Arrow record batches shaped like Spark's Kafka source (10,000 rows each, what
+``mapInArrow`` hands the function by default), then fed to ``lakesink.sink._archive_partitions`` with a
+``file://`` store in a temp dir: decoding, record building, rotation, format writers, object uploads and
+manifest rows, i.e. everything an executor does. Best of ``--repeat``. Prints records/s per format and,
+with ``--check``, a digest of the objects and manifest rows (to compare two source trees byte for byte).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = os.environ.get("LAKESINK_SRC", str(HERE.parent))
+_spec = importlib.util.spec_from_file_location("bench_sink", HERE / "sink.py")
+bench_sink = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_sink)  # puts this checkout first on sys.path
+sys.path.insert(0, SRC)
+
+import fastavro  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+TOPIC_OF = bench_sink.TOPIC_OF
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def make_batches(fmt: str, n: int, chunk: int = 10_000) -> list[pa.RecordBatch]:
+    topic = TOPIC_OF[fmt]
+    if topic == "bench-avro":
+        parsed = fastavro.parse_schema(bench_sink.AVRO_SCHEMA)
+        values = [bench_sink.avro_value(parsed, i) for i in range(n)]
+    else:
+        values = [bench_sink.json_value(i) for i in range(n)]
+    out = []
+    for s in range(0, n, chunk):
+        v = values[s:s + chunk]
+        m = len(v)
+        out.append(pa.RecordBatch.from_pydict({
+            "key": pa.array([None] * m, pa.binary()),
+            "value": pa.array(v, pa.binary()),
+            "topic": pa.array([topic] * m, pa.string()),
+            "partition": pa.array([0] * m, pa.int32()),
+            "offset": pa.array(range(s, s + m), pa.int64()),
+            "ts": pa.array([1_700_000_000_000 + i for i in range(s, s + m)], pa.int64()),
+            "headers": pa.array([None] * m, HEADERS_TYPE),
+        }))
+    return out
+
+
+def digest(store_dir: Path, rows: list) -> str:
+    h = hashlib.sha256()
+    for p in sorted(store_dir.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(store_dir)).encode())
+            if p.suffix == ".avro":  # the sync marker is random: compare schema + records
+                with p.open("rb") as f:
+                    rd = fastavro.reader(f)
+                    h.update(json.dumps([rd.writer_schema, list(rd)], sort_keys=True, default=repr).encode())
+            else:
+                h.update(p.read_bytes())
+    for r in rows:
+        d = json.loads(r)
+        for k in ("etag", "object_uri", "size_bytes"):  # uri: temp dir; avro size: same, but be safe
+            d.pop(k, None)
+        h.update(json.dumps(d, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = None):
+    from lakesink.archiver import BatchContext
+    from lakesink.config import SinkConfig
+    from lakesink.sink import _archive_partitions
+
+    work = Path(tempfile.mkdtemp(prefix="lakesink-bench-arch-"))
+    try:
+        cfg = SinkConfig.from_dict(bench_sink.sink_config(
+            fmt, f"arch-{fmt}", "localhost:9", f"file://{work}/store", str(work / "manifest"), flush_size, extra))
+        ctx = BatchContext(job=cfg.name, run_id="bench", batch_id=0, cluster_id=None, topic_ids={},
+                           flush_tail=True)
+        t = time.perf_counter()
+        out = list(_archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}))
+        dt = time.perf_counter() - t
+        rows = out[0].column("row").to_pylist() if out else []
+        return dt, rows, digest(work / "store", [r for r in rows if '"_status"' not in r])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--flush-size", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--formats", default=",".join(bench_sink.FORMATS))
+    ap.add_argument("--check", action="store_true", help="print a digest of objects + manifest rows")
+    a = ap.parse_args(argv)
+    import lakesink
+
+    print(f"lakesink from {os.path.dirname(lakesink.__file__)}; {a.records:,} records, flush.size {a.flush_size}")
+    for fmt in a.formats.split(","):
+        batches = make_batches(fmt, a.records)
+        best, dig, objects = None, None, 0
+        for _ in range(a.repeat):
+            dt, rows, dig = run_once(fmt, batches, a.records, a.flush_size)
+            best = dt if best is None else min(best, dt)
+            objects = sum(1 for r in rows if '"kind": "object"' in r)
+        line = f"{fmt:10s} {a.records / best:>10,.0f} rec/s  ({best:.3f}s, {objects} objects)"
+        if a.check:
+            line += f"  digest {dig}"
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
