@@ -55,6 +55,7 @@ __all__ = [
     "RotationPolicy",
     "FileSummary",
     "Append",
+    "AppendMany",
     "Commit",
     "Advance",
     "Event",
@@ -110,6 +111,18 @@ class Append:
 
 
 @dataclass(frozen=True)
+class AppendMany:
+    """Consecutive :class:`Append` events to the same file, coalesced by :meth:`Rotator.process_many`."""
+
+    encoded_partition: str
+    records: list  # list[SinkRecord]
+    file_start_offset: int
+
+    def expand(self) -> list[Append]:
+        return [Append(self.encoded_partition, r, self.file_start_offset) for r in self.records]
+
+
+@dataclass(frozen=True)
 class Commit:
     range_start: int
     range_end: int
@@ -122,7 +135,21 @@ class Advance:
     range_end: int
 
 
-Event = Union[Append, Commit, Advance]
+Event = Union[Append, AppendMany, Commit, Advance]
+_MISSING = object()
+
+
+def _coalesce(out: list, ev) -> None:
+    """Append ``ev`` to ``out``, merging an Append into a trailing AppendMany of the same file."""
+    if isinstance(ev, Append):
+        last = out[-1] if out else None
+        if (isinstance(last, AppendMany) and last.encoded_partition == ev.encoded_partition
+                and last.file_start_offset == ev.file_start_offset):
+            last.records.append(ev.record)
+        else:
+            out.append(AppendMany(ev.encoded_partition, [ev.record], ev.file_start_offset))
+    else:
+        out.append(ev)
 
 
 @dataclass
@@ -184,6 +211,8 @@ class Rotator:
         self._now: int | None = None
         self._carried = False  # files were open when the current batch began
         self._deadline: int | None = None
+        self._fast = (not self._periodic and not self._scheduled and not partitioner.time_based
+                      and policy.behavior_on_null_values != "write")
         if self._scheduled:
             anchor = clock() if schedule_anchor_ms is None else schedule_anchor_ms
             self._deadline = self._next_deadline(anchor)
@@ -213,6 +242,11 @@ class Rotator:
                 raise PartitionError(record.topic, record.partition, record.offset,
                                      "null value (tombstone) with behavior.on.null.values=fail "
                                      "(set it to 'ignore' or 'write')")
+        return self._process_one(record, now)
+
+    def _process_one(self, record: SinkRecord, now: int, enc: str | None = None) -> list[Event]:
+        """The rotation steps for a non-ignored record (``enc``: its encoded partition, if known
+        already — only for a non-time-based partitioner)."""
         events: list[Event] = []
         s = self._s
         p = self.partitioner
@@ -222,23 +256,27 @@ class Rotator:
                 s.cur_ts = ts
                 if s.base_ts is None:
                     s.base_ts = ts
-            enc = p.encode_partition(record, ts)
+            if enc is None:
+                enc = p.encode_partition(record, ts)
             incoming = record.value_schema
             if enc not in s.schemas:
                 s.schemas[enc] = incoming
             current = s.schemas[enc]
             if s.count > 0 and (current is None) != (incoming is None):
                 events.append(self._commit())  # §3 step 2: schema-less <-> schema'd switch
+                enc = None
                 continue
             if self._rotate_on_time(enc, ts, now, per_record=True):
                 self._after_time_rotation()
                 events.append(self._commit())
+                enc = None
                 continue
             decision = self._compat.decide(record, current)
             if decision is Decision.ROTATE:
                 s.schemas[enc] = incoming
                 if s.count > 0:
                     events.append(self._commit())
+                    enc = None
                     continue
                 current = incoming
             out = self._compat.project(record, current) if decision is Decision.PROJECT else record
@@ -246,6 +284,90 @@ class Rotator:
             if s.count >= self.policy.flush_size:
                 events.append(self._commit())
             return events
+
+    def process_many(self, records, out: list | None = None) -> list:
+        """The events of :meth:`process` for each of ``records`` in turn, with consecutive Appends
+        to the same file coalesced into :class:`AppendMany` (``AppendMany.expand`` gives them back).
+
+        Events go to ``out`` (a new list by default) as they arise: when a record raises, ``out``
+        holds the events of the records before it, exactly what per-record ``process`` calls would
+        have returned, and the exception is the one ``process`` raises for that record.
+
+        Fast path: when rotation is a pure function of counts (no rotate.interval.ms /
+        rotate.schedule.interval.ms, a partitioner that is not time-based,
+        behavior.on.null.values != write) a record whose value schema IS (identity) the current
+        schema of its encoded partition is appended inline; any other record takes the
+        per-record steps.
+        """
+        if out is None:
+            out = []
+        if not self._fast:
+            process = self.process
+            for r in records:
+                for ev in process(r):
+                    _coalesce(out, ev)
+            return out
+        if not records:
+            return out
+        s = self._s
+        files, schemas = s.files, s.schemas
+        flush = self.policy.flush_size
+        ignore = self.policy.behavior_on_null_values == "ignore"
+        encode = self.partitioner.encode_partition
+        missing = _MISSING
+        now = None
+        cur = out[-1] if out and isinstance(out[-1], AppendMany) else None  # the AppendMany ending out
+        cur_recs: list = cur.records if cur is not None else []
+        for r in records:
+            off = r.offset
+            if off <= self._last_seen:
+                raise ValueError(f"offset {off} is not after {self._last_seen} (records must be in offset order)")
+            if now is None:
+                now = self._batch_now()
+            self._last_seen = off
+            if r.value is None:
+                if ignore:
+                    continue
+                raise PartitionError(r.topic, r.partition, off,
+                                     "null value (tombstone) with behavior.on.null.values=fail "
+                                     "(set it to 'ignore' or 'write')")
+            enc = encode(r, None)
+            incoming = r.value_schema
+            current = schemas.get(enc, missing)
+            if current is missing:
+                schemas[enc] = current = incoming
+            if incoming is not current:
+                for ev in self._process_one(r, now, enc):
+                    _coalesce(out, ev)
+                cur = out[-1] if out and isinstance(out[-1], AppendMany) else None
+                if cur is not None:
+                    cur_recs = cur.records
+                continue
+            # SAME schema, no time rotation: Rotator._write inlined
+            f = files.get(enc)
+            if f is None:
+                f = files[enc] = _OpenFile(enc, off, incoming)
+            f.last_offset = off
+            f.count += 1
+            ts = r.timestamp
+            if ts is not None:
+                if f.min_ts is None or ts < f.min_ts:
+                    f.min_ts = ts
+                if f.max_ts is None or ts > f.max_ts:
+                    f.max_ts = ts
+            s.count += 1
+            s.cur_enc = enc
+            self._last_written = off
+            if cur is not None and cur.encoded_partition == enc and cur.file_start_offset == f.start_offset:
+                cur_recs.append(r)
+            else:
+                cur_recs = [r]
+                cur = AppendMany(enc, cur_recs, f.start_offset)
+                out.append(cur)
+            if s.count >= flush:
+                out.append(self._commit())
+                cur = None
+        return out
 
     def finish(self, flush_tail: bool = False) -> list[Event]:
         """End of a batch: time/scheduled rotation, optional tail flush, Advance for file-less offsets."""
