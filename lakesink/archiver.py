@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-from collections import deque
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lakesink.errors import LakesinkError
 from lakesink.formats.base import RecordView
 from lakesink.records import SinkRecord
-from lakesink.rotation import Advance, Append, Commit, Rotator
+from lakesink.rotation import Advance, Append, AppendMany, Commit, Rotator
 from lakesink.store import ObjectStore, PendingWrite, WrittenObject
 
 
@@ -102,14 +102,31 @@ class PartitionArchiver:
             kwargs["clock"] = clock
         self.rotator = Rotator(cfg.rotation_policy(), cfg.partitioner(), start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
-        self.reads: deque[tuple[int, bool]] = deque()  # (offset, ignored) read since the last commit
+        # offsets read (in order) and those of them ignored; [*_pos:] not yet accounted by a commit
+        self._read: list[int] = []
+        self._read_pos = 0
+        self._ignored: list[int] = []
+        self._ignored_pos = 0
+        self._ignore_nulls = cfg.behavior_on_null_values == "ignore"
         self.rows: list[dict] = []
 
     # -- input
     def process(self, record: SinkRecord) -> None:
-        ignored = record.value is None and self.cfg.behavior_on_null_values == "ignore"
-        self.reads.append((record.offset, ignored))
-        for ev in self.rotator.process(record):
+        self.process_many((record,))
+
+    def process_many(self, records) -> None:
+        """:meth:`process` for each of ``records`` (in offset order), through ``Rotator.process_many``."""
+        self._read.extend([r.offset for r in records])
+        if self._ignore_nulls:
+            self._ignored.extend([r.offset for r in records if r.value is None])
+        events: list = []
+        try:
+            self.rotator.process_many(records, events)
+        except BaseException:
+            for ev in events:  # what per-record processing applied before the failing record
+                self._apply(ev)
+            raise
+        for ev in events:
             self._apply(ev)
 
     def finish(self) -> list[dict]:
@@ -128,7 +145,17 @@ class PartitionArchiver:
 
     # -- events
     def _apply(self, ev) -> None:
-        if isinstance(ev, Append):
+        if isinstance(ev, AppendMany):
+            f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
+            pending, recs = f.pending, ev.records
+            i, n = 0, len(recs)
+            while i < n:  # the same write_many runs as one Append at a time would give
+                take = WRITE_BATCH - len(pending)
+                pending.extend(recs[i:i + take] if i or take < n else recs)
+                i += take
+                if len(pending) >= WRITE_BATCH:
+                    f.flush()
+        elif isinstance(ev, Append):
             f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
             f.pending.append(ev.record)
             if len(f.pending) >= WRITE_BATCH:
@@ -182,11 +209,18 @@ class PartitionArchiver:
 
     def _check_accounting(self, range_start: int, range_end: int, archived: int) -> None:
         """Records read in [range_start, range_end] = records in the group's files + ignored ones."""
-        read = ignored = 0
-        while self.reads and self.reads[0][0] <= range_end:
-            _off, ign = self.reads.popleft()
-            read += 1
-            ignored += ign
+        pos = bisect_right(self._read, range_end, self._read_pos)
+        read = pos - self._read_pos
+        self._read_pos = pos
+        ipos = bisect_right(self._ignored, range_end, self._ignored_pos)
+        ignored = ipos - self._ignored_pos
+        self._ignored_pos = ipos
+        if pos > 65536 and pos * 2 > len(self._read):  # drop accounted offsets now and then
+            del self._read[:pos]
+            self._read_pos = 0
+        if ipos > 65536 and ipos * 2 > len(self._ignored):
+            del self._ignored[:ipos]
+            self._ignored_pos = 0
         if read - ignored != archived:
             raise ArchiveConsistencyError(
                 f"{self.topic}-{self.partition} [{range_start}, {range_end}]: read {read} records "

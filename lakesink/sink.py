@@ -114,31 +114,39 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
     read = 0
     try:
         for batch in batches:
-            if batch.num_rows == 0:
+            n = batch.num_rows
+            if n == 0:
                 continue
-            cols = batch.to_pydict()
-            topic, part = cols["topic"][0], cols["partition"][0]
+            names = batch.schema.names
+            col = {name: batch.column(i) for i, name in enumerate(names)}
+            topics = col["topic"].to_pylist()
+            parts = col["partition"].to_pylist()
+            topic, part = topics[0], parts[0]
             if archiver is None:
                 plan = plans[(topic, part)]
                 archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
-                first = cols["offset"][0]
-            offsets = cols["offset"]
-            values = value_decoder.decode_many(cols["value"], topic, part, offsets)
-            keys = key_decoder.decode_many(cols["key"], topic, part, offsets)
-            for i, off in enumerate(offsets):
-                if cols["topic"][i] != topic or cols["partition"][i] != part:
-                    raise BatchValidationError(
-                        f"a Spark partition mixed {topic}-{part} with {cols['topic'][i]}-{cols['partition'][i]}")
-                value, schema = values[i]
-                hdrs = cols["headers"][i]
-                rec = SinkRecord(
-                    topic=topic, partition=part, offset=off, timestamp=cols["ts"][i],
-                    key=keys[i][0], value=value,
-                    headers=tuple((h["key"], h["value"]) for h in hdrs) if hdrs else (),
-                    value_schema=schema, raw_value=cols["value"][i], raw_key=cols["key"][i])
-                archiver.process(rec)
+            offsets = col["offset"].to_pylist()
+            if first is None:
+                first = offsets[0]
+            raw_values = col["value"].to_pylist()
+            raw_keys = col["key"].to_pylist()
+            tss = col["ts"].to_pylist()
+            hcol = col["headers"]
+            headers = [()] * n if hcol.null_count == n else [
+                tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
+            values = value_decoder.decode_many(raw_values, topic, part, offsets)
+            keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
+            mixed = next((i for i in range(n) if topics[i] != topic or parts[i] != part), None) \
+                if (topics.count(topic) != n or parts.count(part) != n) else None
+            recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
+                    for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
+            if mixed is not None:
+                archiver.process_many(recs[:mixed])
+                raise BatchValidationError(
+                    f"a Spark partition mixed {topic}-{part} with {topics[mixed]}-{parts[mixed]}")
+            archiver.process_many(recs)
             last = offsets[-1]
-            read += len(offsets)
+            read += n
         rows = archiver.finish() if archiver else []
     except BaseException:
         if archiver is not None:
