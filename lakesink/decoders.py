@@ -238,6 +238,39 @@ class AvroDecoder(Decoder):
         return value, vs
 
 
+    def decode_many(self, raws, topic, partition, offsets, errors="raise"):
+        """:meth:`decode` per record in one loop; any record that is not a clean datum is handed
+        to :meth:`decode`, which raises (or, ``errors="return"``, gives) the exact same error."""
+        if self.wire_format and self._fixed is None:
+            return super().decode_many(raws, topic, partition, offsets, errors)
+        vs, parsed = self._fixed
+        start = 5 if self.wire_format else 0
+        read, BytesIO = self._read, io.BytesIO
+        out = []
+        append = out.append
+        for raw in raws:
+            if raw is None:
+                append((None, None))
+                continue
+            if start and (len(raw) < 5 or raw[0] != 0):
+                break
+            buf = BytesIO(raw)
+            if start:
+                buf.seek(start)
+            try:
+                value = read(buf, parsed, None)
+            except Exception:  # noqa: BLE001 - decode() below names the record and the reason
+                break
+            if buf.tell() != len(raw):
+                break
+            append((value, vs))
+        else:
+            return out
+        # a bad record: finish with the per-record path from it on
+        i = len(out)
+        return out + super().decode_many(raws[i:], topic, partition, offsets[i:], errors)
+
+
 _DECODERS = {"bytes": BytesDecoder, "string": StringDecoder, "json": JsonDecoder, "avro": AvroDecoder}
 DECODER_NAMES: tuple[str, ...] = tuple(_DECODERS)
 ALIASES = {

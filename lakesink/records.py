@@ -37,7 +37,9 @@ class SinkRecord:
 
     ``value`` is the decoded value: a dict for Avro records / JSON objects, list, str, int, float,
     bool, bytes (ByteArray / bytes decoder), or None for a tombstone. ``raw_value`` keeps the bytes
-    read from Kafka. ``value_schema`` is None for schemaless values.
+    read from Kafka. ``value_schema`` is None for schemaless values. ``raw_avro`` is set (by the
+    sink, for the bare-Avro value decoder) when ``raw_value`` is exactly one bare Avro datum
+    written with that schema: the Avro format may then copy ``raw_value`` instead of re-encoding.
     """
 
     topic: str
@@ -51,3 +53,4 @@ class SinkRecord:
     raw_value: bytes | None = None
     raw_key: bytes | None = None
     extra: dict = field(default_factory=dict)
+    raw_avro: ValueSchema | None = None

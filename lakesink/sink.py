@@ -108,6 +108,7 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
 
     archiver = None
     value_decoder = cfg.value_decoder_instance()
+    bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
     key_decoder = cfg.key_decoder_instance()
     store = open_store(StoreSettings.from_config(cfg))
     first = last = None
@@ -138,8 +139,12 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
             keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
             mixed = next((i for i in range(n) if topics[i] != topic or parts[i] != part), None) \
                 if (topics.count(topic) != n or parts.count(part) != n) else None
-            recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
-                    for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
+            if bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
+                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1])
+                        for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
+            else:
+                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
+                        for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
             if mixed is not None:
                 archiver.process_many(recs[:mixed])
                 raise BatchValidationError(

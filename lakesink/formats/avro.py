@@ -11,6 +11,9 @@ Fast path: a record whose ``raw_value`` is Confluent wire format (magic 0 + 4-by
 Avro binary) for the file's writer schema (same canonical-form fingerprint and the wire id equal to
 ``value_schema.id``) is copied into the block as its payload bytes, without decode/re-encode.
 The check on the id keeps a record whose value was projected to another schema off the fast path.
+Bare Avro (no wire header, a fixed ``value.schema``): a record whose ``raw_avro`` has the writer
+schema's fingerprint is copied whole (the sink sets ``raw_avro`` only for values the bare-Avro
+decoder read as exactly one datum of that schema; a projected record keeps its old ``raw_avro``).
 
 Values are raw Avro values (see :mod:`lakesink.schema`): fastavro writes ints/bytes given for
 logical types unchanged, and :meth:`AvroFormat.read` returns raw values again (not datetimes).
@@ -96,6 +99,7 @@ class AvroWriter(FormatWriter):
         self._w: Writer | None = None
         self._fp: str | None = None          # fingerprint of the writer schema
         self._schema_id: bytes | None = None  # wire prefix accepted by the fast path
+        self._bare_fp: str | None = None       # raw_avro fingerprint accepted by the bare fast path
         self._schemaless: str | None = None   # "bytes"/"string" file from schemaless values
         self._raw: list[bytes] = []           # fast-path payloads of the current block
         self._raw_size = 0
@@ -109,6 +113,8 @@ class AvroWriter(FormatWriter):
         self._fp = vs.fingerprint if vs is not None else fingerprint(avro)
         if vs is not None and vs.id is not None and f.fast_path:
             self._schema_id = b"\x00" + vs.id.to_bytes(4, "big")
+        if vs is not None and f.fast_path:
+            self._bare_fp = vs.fingerprint
         self._w = Writer(self._sink, copy.deepcopy(avro), codec=f.codec, sync_interval=f.sync_interval,
                          compression_level=f.codec_level)
 
@@ -154,6 +160,10 @@ class AvroWriter(FormatWriter):
             if raw is not None and raw[:5] == self._schema_id:
                 self._append_raw(raw)
                 return
+            ra = record.raw_avro
+            if raw is not None and ra is not None and ra.fingerprint == self._bare_fp:
+                self._append_payload(raw)
+                return
         elif self._schemaless is None or primitive_schema_for(value) != self._schemaless:
             raise encode_error(record, "schemaless value in a file with an Avro record schema")
         self._write_value(record, value)
@@ -175,7 +185,7 @@ class AvroWriter(FormatWriter):
         if self._schemaless is not None:  # a bytes/string file from schemaless values: rare
             super().write_many(run)
             return
-        fp, sid, sync = self._fp, self._schema_id, self._fmt.sync_interval
+        fp, sid, sync, bare_fp = self._fp, self._schema_id, self._fmt.sync_interval, self._bare_fp
         encode = self._w.write
         raws = self._raw
         done = 0  # encoded records not yet added to record_count
@@ -187,6 +197,14 @@ class AvroWriter(FormatWriter):
                     self.write(r)  # raises the EncodeError write() raises
                     continue
                 raw = r.raw_value
+                ra = r.raw_avro
+                if raw is not None and ra is not None and ra.fingerprint == bare_fp:
+                    raws.append(raw)
+                    self._raw_size += len(raw)
+                    self.record_count += 1
+                    if self._raw_size >= sync:
+                        self._flush_raw()
+                    continue
                 if raw is not None and raw[:5] == sid:
                     payload = raw[5:]
                     raws.append(payload)
@@ -216,7 +234,9 @@ class AvroWriter(FormatWriter):
         self._write_value(record, value)
 
     def _append_raw(self, raw: bytes) -> None:
-        payload = raw[5:]
+        self._append_payload(raw[5:])
+
+    def _append_payload(self, payload: bytes) -> None:
         self._raw.append(payload)
         self._raw_size += len(payload)
         self.record_count += 1

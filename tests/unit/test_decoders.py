@@ -157,3 +157,31 @@ def test_avro_fixed_schema_bare_and_wire(tmp_path):
         create_decoder("avro", schema="{not json")
     with pytest.raises(ValueError):
         create_decoder("avro", schema_registry_url="mock://x", wire_format=False)
+
+
+@pytest.mark.parametrize("wire_format", [False, True])
+def test_fixed_schema_decode_many_matches_decode(wire_format):
+    """The one-loop decode_many of a fixed-schema decoder gives decode()'s results and errors."""
+    d = create_decoder("avro", schema=USER, wire_format=wire_format)
+    head = b"\x00\x00\x00\x00\x07" if wire_format else b""
+    good = [head + bare(user(i)) for i in range(4)]
+    raws = [good[0], None, good[1], good[2] + b"\x00", good[3], head + bare(user(5))[:3], b"", b"\x01abcdef"]
+    offs = list(range(100, 100 + len(raws)))
+    one = []
+    for raw, off in zip(raws, offs):
+        try:
+            one.append(d.decode(raw, "t", 3, off))
+        except DecodeError as e:
+            one.append(e)
+    many = d.decode_many(raws, "t", 3, offs, errors="return")
+    assert [type(x) for x in many] == [type(x) for x in one]
+    for a, b in zip(many, one):
+        if isinstance(a, DecodeError):
+            assert str(a) == str(b)
+        else:
+            assert a == b and a[1] is b[1]
+    assert d.decode_many(good, "t", 3, offs[:4]) == [d.decode(r, "t", 3, 0) for r in good]
+    first_bad = next(i for i, x in enumerate(one) if isinstance(x, DecodeError))
+    with pytest.raises(DecodeError) as ei:
+        d.decode_many(raws, "t", 3, offs)
+    assert str(ei.value) == str(one[first_bad])
