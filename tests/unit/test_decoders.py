@@ -185,3 +185,22 @@ def test_fixed_schema_decode_many_matches_decode(wire_format):
     with pytest.raises(DecodeError) as ei:
         d.decode_many(raws, "t", 3, offs)
     assert str(ei.value) == str(one[first_bad])
+
+
+@pytest.mark.parametrize("envelope", [False, True])
+def test_json_decode_many_matches_decode(envelope):
+    d = create_decoder("json", envelope=envelope)
+    raws = [b' {"a": 1} ', b"[1,2]", None, b'"x"', b"3.5", b'{"schema": {}, "payload": {"b": 2}}', bytearray(b"true"),
+            memoryview(b"null"), b"{} x", b"NaN", b"\xff", b"", b"  ", b'{"a":', b"[1] [2]", b"7"]
+    offs = list(range(len(raws)))
+    one = []
+    for raw, off in zip(raws, offs):
+        try:
+            one.append(d.decode(raw, "t", 0, off))
+        except DecodeError as e:
+            one.append(e)
+    many = d.decode_many(raws, "t", 0, offs, errors="return")
+    assert [str(x) if isinstance(x, DecodeError) else x for x in many] == \
+        [str(x) if isinstance(x, DecodeError) else x for x in one]
+    good = [r for r, x in zip(raws, one) if not isinstance(x, DecodeError)]
+    assert d.decode_many(good, "t", 0, list(range(len(good)))) == [d.decode(r, "t", 0, 0) for r in good]
