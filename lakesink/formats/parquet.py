@@ -178,7 +178,9 @@ class ParquetFormatWriter(FormatWriter):
             raise encode_error(record, "value schema differs from the file's schema (the file should have "
                                        "been rotated)")
         raw = record.raw_value
-        return row, raw is not None and raw[:5] == self._trusted_prefix
+        ra = record.raw_avro  # bare Avro decoded with this very schema (see SinkRecord.raw_avro)
+        return row, raw is not None and (raw[:5] == self._trusted_prefix or
+                                         (ra is not None and ra.fingerprint == self._fp))
 
     def write(self, record: SinkRecord) -> None:
         view = self.view
@@ -233,7 +235,9 @@ class ParquetFormatWriter(FormatWriter):
                     if row is None or vs is None or vs.fingerprint != fp:
                         self._value_row(r)  # raises the EncodeError write() raises
                     raw = r.raw_value
-                    if (raw is None or raw[:5] != prefix) and not validate(row, schema, raise_errors=False):
+                    ra = r.raw_avro
+                    if (raw is None or (raw[:5] != prefix and (ra is None or ra.fingerprint != fp))) \
+                            and not validate(row, schema, raise_errors=False):
                         raise encode_error(r, "value does not match the file's Avro schema")
                     append(row if convert is None else convert(row))
             finally:

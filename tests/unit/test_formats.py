@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import dataclasses
 import io
 import json
 import math
@@ -914,3 +915,22 @@ def test_write_many_exact_thresholds(name, opts, value):
             assert (w2._pending, w2._sink.position) == state[j - 1], f"after record {j - 1}"
         w2.close()
         assert_same_output(fmt, one, w1, out, w2)
+
+
+def test_parquet_trusts_bare_avro_of_its_schema_only():
+    """raw_avro with the file's fingerprint skips validation (the value was decoded from those
+    bytes); raw_avro of another schema (a projected record) or none is validated as before."""
+    fixed = value_schema(USER)
+    good = [SinkRecord("t", 0, i, 1, b"k", user(i), (), fixed, bare_avro(user(i)), None, {}, fixed) for i in range(5)]
+    plain = [dataclasses.replace(r, raw_avro=None) for r in good]
+    a, _ = write_all(create("parquet"), good)
+    b, _ = write_all(create("parquet"), plain)
+    assert a.getvalue() == b.getvalue()
+    bad_value = dict(user(9), id="not a long")
+    for ra in (None, value_schema(dict(USER, name="Other"))):
+        bad = SinkRecord("t", 0, 9, 1, b"k", bad_value, (), fixed, bare_avro(user(9)), None, {}, ra)
+        for many in (False, True):
+            w = create("parquet").open_writer(io.BytesIO())
+            w.write(good[0])
+            with pytest.raises(EncodeError, match="does not match"):
+                w.write_many([bad]) if many else w.write(bad)
