@@ -1,0 +1,96 @@
+"""The executor body (lakesink.sink._archive_partitions) on Arrow batches with a local store:
+its manifest rows and objects are those the pure rotation state machine predicts."""
+import json
+
+import pyarrow as pa
+import pytest
+
+from lakesink.archiver import BatchContext
+from lakesink.config import SinkConfig
+from lakesink.errors import PartitionError
+from lakesink.records import SinkRecord
+from lakesink.rotation import Commit, Rotator
+from lakesink.sink import _archive_partitions
+
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def batches(values, chunk):
+    out = []
+    for s in range(0, len(values), chunk):
+        v = values[s:s + chunk]
+        m = len(v)
+        out.append(pa.RecordBatch.from_pydict({
+            "key": pa.array([b"k%d" % i for i in range(s, s + m)], pa.binary()),
+            "value": pa.array(v, pa.binary()),
+            "topic": pa.array(["t"] * m, pa.string()),
+            "partition": pa.array([3] * m, pa.int32()),
+            "offset": pa.array(range(10 + s, 10 + s + m), pa.int64()),
+            "ts": pa.array([1_700_000_000_000 + i for i in range(s, s + m)], pa.int64()),
+            "headers": pa.array([[{"key": "h", "value": b"%d" % i}] for i in range(s, s + m)], HEADERS),
+        }))
+    return out
+
+
+def config(tmp_path, **extra):
+    return SinkConfig.from_dict({
+        "name": "j", "topics": "t", "format.class": "json", "flush.size": "4", "s3.bucket.name": "bkt",
+        "store.url": f"file://{tmp_path}/store", "manifest.location": str(tmp_path / "m"),
+        "kafka.bootstrap.servers": "localhost:9", "partitioner.class": "FieldPartitioner",
+        "partition.field.name": "f", "behavior.on.null.values": "ignore", "store.kafka.keys": "true",
+        **extra})
+
+
+def run(cfg, values, chunk):
+    ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
+    out = list(_archive_partitions(iter(batches(values, chunk)), cfg, ctx, {("t", 3): (10, 10 + len(values))}))
+    return [json.loads(r) for r in out[0].column("row").to_pylist()]
+
+
+def values(n):
+    out = []
+    for i in range(n):
+        out.append(None if i % 7 == 3 else json.dumps({"f": (i // 3) % 3, "i": i}).encode())
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1000])
+def test_rows_match_the_rotation_state_machine(tmp_path, chunk):
+    cfg = config(tmp_path / str(chunk))
+    vals = values(60)
+    rows = run(cfg, vals, chunk)
+    status = rows.pop()
+    assert status["_status"] and status["read"] == 60 and (status["first_offset"], status["last_offset"]) == (10, 69)
+    rot = Rotator(cfg.rotation_policy(), cfg.partitioner(), 10)
+    events = []
+    for i, v in enumerate(vals):
+        events += rot.process(SinkRecord("t", 3, 10 + i, 1_700_000_000_000 + i, b"k%d" % i,
+                                         None if v is None else json.loads(v)))
+    events += rot.finish(flush_tail=True)
+    want = sorted((c.range_start, c.range_end, f.encoded_partition, f.start_offset, f.last_offset, f.record_count,
+                   f.min_timestamp, f.max_timestamp) for c in events if isinstance(c, Commit) for f in c.files)
+    got = sorted((r["range_start"], r["range_end"], r["encoded_partition"], r["first_offset"], r["last_offset"],
+                  r["record_count"], r["min_timestamp"], r["max_timestamp"]) for r in rows if r["kind"] == "object")
+    assert got == want
+    # every object holds its records' values, in offset order
+    store = tmp_path / str(chunk) / "store" / "bkt"
+    for r in rows:
+        if r["kind"] != "object":
+            continue
+        lines = (store / r["object_key"]).read_text().splitlines()
+        got_vals = [json.loads(x) for x in lines]
+        assert [g["i"] + 10 for g in got_vals][0] == r["first_offset"] and len(got_vals) == r["record_count"]
+        assert all(g["f"] == int(r["encoded_partition"].split("=")[1]) for g in got_vals)
+        assert (store / r["keys_key"]).exists()
+
+
+def test_errors_name_the_record(tmp_path):
+    vals = values(20)
+    vals[13] = json.dumps({"no_f": 1}).encode()
+    with pytest.raises(PartitionError, match="t-3.*23|23.*t-3|offset 23") as ei:
+        run(config(tmp_path), vals, 5)
+    assert ei.value.offset == 23
+    vals = values(20)
+    with pytest.raises(PartitionError) as ei:
+        run(config(tmp_path / "fail", **{"behavior.on.null.values": "fail"}), vals, 5)
+    assert ei.value.offset == 13  # the first tombstone (i=3)
