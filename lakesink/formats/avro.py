@@ -173,7 +173,7 @@ class AvroWriter(FormatWriter):
         straight to fastavro's encoder (and wire payloads straight to the block), so blocks, errors
         and ``record_count`` are exactly those of :meth:`write`."""
         if self.view is not RecordView.VALUE:
-            super().write_many(records)
+            self._write_many_view(records)
             return
         n, i = len(records), 0
         while i < n and self._w is None:  # the first record opens the file (writer schema)
@@ -215,6 +215,31 @@ class AvroWriter(FormatWriter):
                     continue
                 if raws:
                     self._flush_raw()
+                try:
+                    encode(value)
+                except Exception as e:  # as in _write_value
+                    self._drop_partial_record()
+                    raise encode_error(r, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
+                done += 1
+        finally:
+            self.record_count += done
+
+    def _write_many_view(self, records: Sequence[SinkRecord]) -> None:
+        """KEYS/HEADERS: :meth:`_write_view` for each record, in one loop."""
+        n, i = len(records), 0
+        while i < n and self._w is None:  # the first record opens the file (writer schema)
+            self.write(records[i])
+            i += 1
+        if i >= n:
+            return
+        if self._raw:
+            self._flush_raw()
+        encode = self._w.write
+        keys = self.view is RecordView.KEYS
+        done = 0
+        try:
+            for r in (records if i == 0 else records[i:]):
+                value = record_key(r) if keys else [{"key": k, "value": v} for k, v in header_pairs(r)]
                 try:
                     encode(value)
                 except Exception as e:  # as in _write_value

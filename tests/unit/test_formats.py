@@ -934,3 +934,20 @@ def test_parquet_trusts_bare_avro_of_its_schema_only():
             w.write(good[0])
             with pytest.raises(EncodeError, match="does not match"):
                 w.write_many([bad]) if many else w.write(bad)
+
+
+@pytest.mark.parametrize("view", [RecordView.KEYS, RecordView.HEADERS])
+def test_avro_write_many_view_bad_record_mid_batch(view):
+    """A null key / no headers in a KEYS/HEADERS write_many run: named, earlier records kept."""
+    fmt = create("avro", sync_interval=200)
+    good = [rec(i, user(i), USER_VS, key="k%d" % i, headers=(("h", b"%d" % i),)) for i in range(30)]
+    bad = SinkRecord("t", 0, 555, 1, None, user(0), (), USER_VS, None)
+    ref, wref = write_each(fmt, good, view=view)
+    out = RecordingOut()
+    w = fmt.open_writer(out, view)
+    with pytest.raises(EncodeError) as ei:
+        w.write_many(good[:12] + [bad] + good[12:])
+    assert ei.value.offset == 555 and w.record_count == 12
+    w.write_many(good[12:])
+    w.close()
+    assert_same_output(fmt, ref, wref, out, w, view)
