@@ -623,8 +623,7 @@ def main(argv=None) -> int:
     if worst > 10:
         print(f"WARNING: other processes used up to {worst:.0f}% of the CPUs during timed sections: "
               f"the numbers are not clean; rerun on an idle machine")
-    commits = [r["commit_s"] for r in results]
-    print(f"\nmanifest commit latency per sink batch (fresh manifest, one batch each): "
+    print("\nmanifest commit latency per sink batch (fresh manifest, one batch each): "
           + ", ".join(f"{r['format']}/{'file' if r['destination'].startswith('local') else 's3a'} {r['commit_s']:.2f}s"
                       for r in results))
     if man:

@@ -267,5 +267,5 @@ def _compression(cfg) -> str:
 def _pending_dict(res) -> dict | None:
     if isinstance(res, PendingWrite):
         return {"key": res.key, "existing_etag": res.existing_etag, "size": res.size, "token": res.token,
-                "parts": [list(p) for p in res.parts], "etag": res.etag}
+                "parts": [list(p) for p in res.parts], "etag": res.etag, "content_etags": list(res.content_etags)}
     return None

@@ -171,12 +171,17 @@ class Manifest:
         keys.update(r.k for r in side)
         return keys
 
-    def is_committed(self, job: str, key: str) -> bool:
+    def committed_among(self, job: str, keys: set[str]) -> set[str]:
+        """The subset of ``keys`` (value or side-file keys) that rows of ``job`` reference: one query."""
         from pyspark.sql import functions as F
 
+        if not keys:
+            return set()
+        wanted = list(keys)
         df = self.df().where((F.col("job") == job) & (F.col("kind") == "object"))
-        hit = df.where((F.col("object_key") == key) | F.array_contains(F.col("side_files.key"), key)).limit(1).count()
-        return hit > 0
+        values = df.where(F.col("object_key").isin(wanted)).select(F.col("object_key").alias("k"))
+        sides = (df.select(F.explode("side_files.key").alias("k")).where(F.col("k").isin(wanted)))
+        return {r.k for r in values.union(sides).distinct().collect()}
 
     # -- commit
     def commit(self, job: str, batch_id: int, run_id: str, rows: Iterable[dict]) -> int:

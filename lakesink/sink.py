@@ -103,7 +103,6 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
     import pyarrow as pa
 
     from lakesink.archiver import PartitionArchiver
-    from lakesink.errors import DecodeError
     from lakesink.records import SinkRecord
     from lakesink.store import StoreSettings, open_store
 
@@ -349,10 +348,11 @@ class SinkJob:
                     pend.append(holder)
         if not pend:
             return
-        committed = [h["_pending"]["key"] for h in pend if self.manifest.is_committed(self.cfg.name, h["_pending"]["key"])]
+        committed = sorted(self.manifest.committed_among(self.cfg.name, {h["_pending"]["key"] for h in pend}))
         pendings = {h["_pending"]["key"]: PendingWrite(
             h["_pending"]["key"], h["_pending"]["existing_etag"], h["_pending"]["size"], h["_pending"]["token"],
-            tuple(tuple(p) for p in h["_pending"]["parts"]), h["_pending"].get("etag")) for h in pend}
+            tuple(tuple(p) for p in h["_pending"]["parts"]), h["_pending"].get("etag"),
+            tuple(h["_pending"].get("content_etags") or ())) for h in pend}
         if committed:
             for p in pendings.values():
                 self.store.abort_pending(p)
@@ -360,8 +360,13 @@ class SinkJob:
                 f"object(s) {', '.join(committed[:3])} are already committed in the manifest by another run of job "
                 f"{self.cfg.name!r}: this run is behind (a zombie or a concurrent run); nothing was committed")
         for h in pend:
-            w = self.store.finish_pending(pendings[h["_pending"]["key"]])
-            log.warning("replaced orphan object %s (etag %s) left by a failed run", w.key, h["_pending"]["existing_etag"])
+            p = pendings[h["_pending"]["key"]]
+            if p.same_content:  # a replay wrote the very same bytes: keep that object, replace nothing
+                w = self.store.adopt_pending(p)
+                log.info("kept existing object %s (etag %s): same content as this run's", w.key, w.etag)
+            else:
+                w = self.store.finish_pending(p)
+                log.warning("replaced orphan object %s (etag %s) left by a failed run", w.key, p.existing_etag)
             h["etag"], h["version_id"], h["size_bytes"] = w.etag, w.version_id, w.size
             h["_pending"] = None
 
@@ -373,17 +378,23 @@ class SinkJob:
         (A replacement in the milliseconds between this check and the Delta commit is still
         possible; readers verify ETags, so it fails loudly, and versioned buckets keep our version.)
         """
+        from concurrent.futures import ThreadPoolExecutor
+
+        expected = {}
         for r in rows:
             for holder in [r] + list(r.get("side_files") or []):
                 key = holder.get("object_key") if holder is r else holder.get("key")
-                if not key or not holder.get("etag"):
-                    continue
-                info = self.store.head(key)
-                if info is None or info.etag != holder["etag"]:
-                    raise FencedError(
-                        f"{self.store.uri(key)} was replaced by another run of job {self.cfg.name!r} after this run "
-                        f"uploaded it (etag {holder['etag']} → {info.etag if info else 'deleted'}); this run "
-                        f"({self.run_id}) committed nothing")
+                if key and holder.get("etag"):
+                    expected[key] = holder["etag"]
+        with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
+            current = dict(zip(expected, pool.map(self.store.head, expected)))
+        for key, etag in expected.items():
+            info = current[key]
+            if info is None or info.etag != etag:
+                raise FencedError(
+                    f"{self.store.uri(key)} was replaced by another run of job {self.cfg.name!r} after this run "
+                    f"uploaded it (etag {etag} → {info.etag if info else 'deleted'}); this run "
+                    f"({self.run_id}) committed nothing")
 
     def _validate(self, plans: list[PartitionPlan], rows: list[dict]) -> None:
         """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""

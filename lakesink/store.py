@@ -23,7 +23,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterator, TypeVar
+from typing import Callable, Iterator, TypeVar
 from urllib.parse import urlparse
 
 from lakesink.errors import LakesinkError
@@ -117,6 +117,12 @@ class PendingWrite:
     token: str  # S3: multipart upload id; file: temp path
     parts: tuple[tuple[int, str], ...] = ()  # S3: (part number, part ETag)
     etag: str | None = None  # file store: md5 of the staged bytes
+    content_etags: tuple[str, ...] = ()  # ETags an object holding exactly our bytes would have
+
+    @property
+    def same_content(self) -> bool:
+        """The existing object already holds exactly our bytes (a replay of a deterministic config)."""
+        return self.existing_etag in self.content_etags
 
 
 def _strip(etag: str | None) -> str:
@@ -151,6 +157,15 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def abort_pending(self, pending: PendingWrite) -> None: ...
+
+    def adopt_pending(self, pending: PendingWrite) -> WrittenObject:
+        """Keep the existing object (it holds our bytes) and drop our staged copy: nothing is replaced."""
+        info = self.head(pending.key)
+        self.abort_pending(pending)
+        if info is None or info.etag not in pending.content_etags:
+            raise ObjectChangedError(
+                f"{self.uri(pending.key)}: changed while pending (expected etag {pending.existing_etag})")
+        return WrittenObject(pending.key, self.uri(pending.key), info.etag, info.size, info.version_id)
 
     @abstractmethod
     def head(self, key: str) -> ObjectInfo | None: ...
@@ -296,7 +311,7 @@ class _LocalWriter(ObjectWriter):
             os.link(self.tmp, self.path)  # atomic create-if-absent
         except FileExistsError:
             existing = _md5_file(self.path)
-            return PendingWrite(self.key, existing, self.size, self.tmp, etag=etag)
+            return PendingWrite(self.key, existing, self.size, self.tmp, etag=etag, content_etags=(etag,))
         os.unlink(self.tmp)
         return WrittenObject(self.key, self.store.uri(self.key), etag, self.size)
 
@@ -506,7 +521,7 @@ class _S3Writer(ObjectWriter):
                 # stage our bytes as a one-part multipart upload the driver may complete
                 self._send_part(data)
                 self.buf.clear()
-                return self._pending()
+                return self._pending(single_put_etag=hashlib.md5(data).hexdigest())
             self.buf.clear()
             return WrittenObject(self.key, s.uri(self.key), _strip(r.get("ETag")), self.size, r.get("VersionId"))
         if self.buf:
@@ -520,9 +535,19 @@ class _S3Writer(ObjectWriter):
             return self._pending()
         return WrittenObject(self.key, s.uri(self.key), _strip(r.get("ETag")), self.size, r.get("VersionId"))
 
-    def _pending(self) -> PendingWrite:
+    def _pending(self, single_put_etag: str | None = None) -> PendingWrite:
         info = self.store.head(self.key)
-        return PendingWrite(self.key, info.etag if info else "", self.size, self.upload_id or "", tuple(self.parts))
+        # S3's multipart ETag is md5(concatenated part md5s)-N, and a part's ETag is its md5
+        # (not under SSE-KMS: then nothing matches and the object is replaced, never adopted).
+        try:
+            digests = b"".join(bytes.fromhex(_strip(e)) for _n, e in self.parts)
+            etags = [f"{hashlib.md5(digests).hexdigest()}-{len(self.parts)}"]
+        except ValueError:
+            etags = []
+        if single_put_etag:
+            etags.append(single_put_etag)
+        return PendingWrite(self.key, info.etag if info else "", self.size, self.upload_id or "", tuple(self.parts),
+                            content_etags=tuple(etags))
 
     def abort(self) -> None:
         if self.upload_id:

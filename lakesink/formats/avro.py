@@ -215,14 +215,18 @@ class AvroWriter(FormatWriter):
                     continue
                 if raws:
                     self._flush_raw()
-                try:
-                    encode(value)
-                except Exception as e:  # as in _write_value
-                    self._drop_partial_record()
-                    raise encode_error(r, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
+                self._encode(encode, value, r)
                 done += 1
         finally:
             self.record_count += done
+
+    def _encode(self, encode, value, record: SinkRecord) -> None:
+        """Encode one datum; on failure drop its partial bytes and name the record."""
+        try:
+            encode(value)
+        except Exception as e:  # fastavro: TypeError/ValueError/KeyError/AttributeError/OverflowError
+            self._drop_partial_record()
+            raise encode_error(record, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
 
     def _write_many_view(self, records: Sequence[SinkRecord]) -> None:
         """KEYS/HEADERS: :meth:`_write_view` for each record, in one loop."""
@@ -240,11 +244,7 @@ class AvroWriter(FormatWriter):
         try:
             for r in (records if i == 0 else records[i:]):
                 value = record_key(r) if keys else [{"key": k, "value": v} for k, v in header_pairs(r)]
-                try:
-                    encode(value)
-                except Exception as e:  # as in _write_value
-                    self._drop_partial_record()
-                    raise encode_error(r, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
+                self._encode(encode, value, r)
                 done += 1
         finally:
             self.record_count += done
@@ -279,11 +279,7 @@ class AvroWriter(FormatWriter):
         if self._raw:
             self._flush_raw()
         w = self._w
-        try:
-            w.write(value)
-        except Exception as e:  # fastavro: TypeError/ValueError/KeyError/AttributeError/OverflowError
-            self._drop_partial_record()
-            raise encode_error(record, f"value does not match Avro schema: {type(e).__name__}: {e}") from None
+        self._encode(w.write, value, record)
         self.record_count += 1
 
     def _drop_partial_record(self) -> None:

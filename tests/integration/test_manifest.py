@@ -40,8 +40,10 @@ def test_commit_and_next_offsets(manifest):
     assert manifest.snapshot("other-job").partitions == {}
     keys = manifest.committed_keys("job")
     assert "topics/t/partition=0/t+0+0000000010.avro" in keys and "topics/t/partition=0/t+0+0000000000.avro.keys" in keys
-    assert manifest.is_committed("job", "topics/t/partition=0/t+0+0000000000.avro.keys")
-    assert not manifest.is_committed("job", "topics/t/partition=0/t+0+0000000020.avro")
+    asked = {"topics/t/partition=0/t+0+0000000000.avro.keys", "topics/t/partition=0/t+0+0000000010.avro",
+             "topics/t/partition=0/t+0+0000000020.avro"}
+    assert manifest.committed_among("job", asked) == asked - {"topics/t/partition=0/t+0+0000000020.avro"}
+    assert manifest.committed_among("other-job", asked) == set()
 
 
 def test_second_commit_of_a_batch_is_fenced_and_adds_nothing(manifest):

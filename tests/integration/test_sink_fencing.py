@@ -135,24 +135,39 @@ def test_committed_object_replaced_out_of_band_is_detected(spark, kafka, s3, buc
     assert len(read_object(store, fmt, obj)) == row.record_count
 
 
-def test_second_run_replacing_an_in_flight_runs_object_before_it_commits(spark, kafka, s3, bucket, topic_name):
-    cfg, sent = _setup(kafka, s3, bucket, topic_name)
-    first = SinkJob(spark, cfg, run_id="run-first")
-    second = SinkJob(spark, cfg, run_id="run-second")
-
+def _pause_first_while_second_resolves_and_dies(first, second):
     class Died(Exception):
         pass
 
-    def second_dies(point):  # second run: uploads hit first's objects, resolves (replacing them), dies
+    def second_dies(point):
         if point == "before_commit":
             raise Died(point)
     second._fault = second_dies
 
-    def first_pauses(point):  # first run: uploaded, stalls right before its commit while `second` runs
+    def first_pauses(point):
         if point == "before_commit":
             with pytest.raises(Died):
                 second.run_batch()
     first._fault = first_pauses
+
+
+def test_second_run_with_identical_bytes_adopts_an_in_flight_runs_objects(spark, kafka, s3, bucket, topic_name):
+    """Replays of a deterministic config write the same bytes: the other run's object is kept, not replaced."""
+    cfg, sent = _setup(kafka, s3, bucket, topic_name)
+    first, second = SinkJob(spark, cfg, run_id="run-first"), SinkJob(spark, cfg, run_id="run-second")
+    _pause_first_while_second_resolves_and_dies(first, second)
+    first.run_batch()
+    assert {r.run_id for r in manifest_rows(spark, cfg)} == {"run-first"}
+    _assert_store_matches_manifest(spark, cfg)
+    check_exactly_once(spark, cfg, sent, "json")
+
+
+def test_second_run_replacing_an_in_flight_runs_object_before_it_commits(spark, kafka, s3, bucket, topic_name):
+    # different gzip levels: the same keys, different bytes, so `second` replaces what `first` uploaded
+    cfg, sent = _setup(kafka, s3, bucket, topic_name, **{"s3.compression.type": "gzip", "s3.compression.level": "0"})
+    cfg9 = SinkConfig.from_dict({**cfg.as_dict(redact=False), "s3.compression.level": "9"})
+    first, second = SinkJob(spark, cfg, run_id="run-first"), SinkJob(spark, cfg9, run_id="run-second")
+    _pause_first_while_second_resolves_and_dies(first, second)
 
     # before committing, `first` re-checks its uploads: they were replaced, so it commits nothing
     with pytest.raises(FencedError, match=r"was replaced by another run .* committed nothing"):

@@ -11,7 +11,7 @@ from archive_checks import (archived_values, base_config, check_chains, check_ex
 
 from lakesink.config import SinkConfig
 from lakesink.manifest import Manifest
-from lakesink.sink import DataLossError, ResumeGuardError, SinkJob
+from lakesink.sink import BatchFailedError, DataLossError, ResumeGuardError, SinkJob
 
 
 def _cfg(kafka, s3, bucket, topic, **over) -> SinkConfig:
@@ -95,13 +95,13 @@ def test_store_unusable_fails_cleanly_then_archives_exactly_once(spark, kafka, s
     unreachable = _cfg(kafka, s3, bucket, topic_name, **{
         "s3.bucket.name": archive_bucket, "store.url": f"http://127.0.0.1:{dead_port}",
         "s3.part.retries": "0"})
-    with pytest.raises(Exception, match=rf"s3://{archive_bucket}/topics/{topic_name}/.*(Could not connect|connect)"):
+    with pytest.raises(BatchFailedError, match=rf"s3://{archive_bucket}/topics/{topic_name}/.*(Could not connect|connect)"):
         SinkJob(spark, unreachable).run_batch()
     assert manifest_rows(spark, unreachable) == []
 
     cfg = _cfg(kafka, s3, bucket, topic_name, **{"s3.bucket.name": archive_bucket})
     assert cfg.name == unreachable.name
-    with pytest.raises(Exception, match=rf"NoSuchBucket.*the bucket does not exist: check s3.bucket.name"):
+    with pytest.raises(BatchFailedError, match=r"NoSuchBucket.*the bucket does not exist: check s3.bucket.name"):
         SinkJob(spark, cfg).run_batch()
     assert manifest_rows(spark, cfg) == []
     assert Manifest(spark, cfg.manifest_location).snapshot(cfg.name).next_batch_id == 0

@@ -40,6 +40,17 @@ def test_second_create_is_pending_and_never_replaces(store, size):
     assert store.read("k/a.bin", etag=replaced.etag) == b"2" * size
 
 
+@pytest.mark.parametrize("size", [100, MIN_PART_SIZE * 2 + 7], ids=["single-put", "multipart"])
+def test_second_create_with_the_same_bytes_is_adopted(store, size):
+    data = os.urandom(size)
+    first = store.put_bytes("k/same.bin", data)
+    pending = store.put_bytes("k/same.bin", data)
+    assert isinstance(pending, PendingWrite) and pending.same_content
+    kept = store.adopt_pending(pending)
+    assert kept.etag == first.etag and store.read("k/same.bin", etag=first.etag) == data
+    assert not store.put_bytes("k/same.bin", data[:-1] + b"!").same_content
+
+
 def test_pending_does_not_replace_an_object_that_changed(store):
     store.put_bytes("k/a.bin", b"orphan")
     pending = store.put_bytes("k/a.bin", b"ours")

@@ -60,3 +60,14 @@ def test_keys_cannot_escape_the_root(store):
 def test_missing_object_names_it(store):
     with pytest.raises(StoreError, match="nope.bin"):
         store.read("nope.bin")
+
+
+def test_same_content_is_adopted_not_replaced(store):
+    first = store.put_bytes("k/a.bin", b"same bytes")
+    mtime = store.head("k/a.bin").last_modified
+    p = store.put_bytes("k/a.bin", b"same bytes")
+    assert p.same_content
+    kept = store.adopt_pending(p)
+    assert kept.etag == first.etag and store.head("k/a.bin").last_modified == mtime
+    assert [o.key for o in store.list("k/")] == ["k/a.bin"]  # our staged copy is gone
+    assert not store.put_bytes("k/a.bin", b"other bytes").same_content
