@@ -9,6 +9,7 @@ version silently, so after every commit we read our rows back and fail loudly if
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
@@ -189,6 +190,12 @@ class Manifest:
 
         Raises FencedError if Delta skipped the write (batch already committed by another run)
         or a concurrent writer won the same batch id.
+
+        Delta skips a write whose txnVersion is not above the stored one with only an INFO log, so
+        the commit is verified afterwards: the write carries ``userMetadata`` naming job, batch and
+        run, and the table history after the version seen before the write must hold exactly one
+        commit with it, of ``len(rows)`` rows. (Reading the history reads a few commit files on the
+        driver; reading the rows back would run a query over the new table version.)
         """
         rows = list(rows)
         if not rows:
@@ -196,9 +203,11 @@ class Manifest:
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         for r in rows:
             r.update(job=job, batch_id=batch_id, run_id=run_id, committed_at=now)
+        tag = commit_tag(job, batch_id, run_id)
+        before = self.version()
         df = self.spark.createDataFrame([tuple(r.get(c) for c in COLUMN_NAMES) for r in rows], schema=self.spark_schema())
-        writer = (df.write.format("delta").mode("append")
-                  .option("txnAppId", job).option("txnVersion", batch_id))
+        writer = (df.coalesce(1).write.format("delta").mode("append")
+                  .option("txnAppId", job).option("txnVersion", batch_id).option("userMetadata", tag))
         try:
             if _is_path(self.location):
                 writer.save(self.location)
@@ -212,20 +221,48 @@ class Manifest:
                     f"this run ({run_id}) committed nothing") from None
             raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location} failed: "
                                 f"{_first_line(e)}") from None
-        from pyspark.sql import functions as F
-
-        present = self.df().where((F.col("job") == job) & (F.col("batch_id") == batch_id)
-                                  & (F.col("run_id") == run_id)).count()
-        if present != len(rows):
+        mine = self.commits_since(before, tag)
+        present = sum(mine)
+        if len(mine) != 1 or present != len(rows):
             raise FencedError(
                 f"job {job!r} batch {batch_id} was already committed by another run; this run ({run_id}) "
-                f"committed nothing ({present}/{len(rows)} rows visible). Re-run to continue from the manifest.")
+                f"committed nothing ({present}/{len(rows)} rows in {len(mine)} commit(s) of this run). "
+                f"Re-run to continue from the manifest.")
         return present
+
+    def _table(self):
+        from delta.tables import DeltaTable
+
+        if _is_path(self.location):
+            return DeltaTable.forPath(self.spark, self.location)
+        return DeltaTable.forName(self.spark, self.location)
+
+    def version(self) -> int:
+        """The table's latest version (-1 if it has no commit yet)."""
+        rows = self._table().history(1).select("version").collect()
+        return rows[0].version if rows else -1
+
+    def commits_since(self, version: int, tag: str) -> list[int]:
+        """Output row counts of the commits after ``version`` whose userMetadata is ``tag``."""
+        limit = 8
+        while True:
+            hist = (self._table().history(limit)
+                    .select("version", "userMetadata", "operationMetrics").collect())
+            newer = [h for h in hist if h.version > version]
+            if len(newer) < len(hist) or len(hist) < limit:  # reached ``version`` (or the table's start)
+                return [int((h.operationMetrics or {}).get("numOutputRows", -1))
+                        for h in newer if h.userMetadata == tag]
+            limit *= 4
 
     def spark_schema(self):
         from pyspark.sql.types import StructType
 
         return StructType.fromDDL(", ".join(f"{n} {t}" for n, t, _nullable, _c in COLUMNS))
+
+
+def commit_tag(job: str, batch_id: int, run_id: str) -> str:
+    """The ``userMetadata`` of a lakesink commit (``DESCRIBE HISTORY`` shows it)."""
+    return json.dumps({"lakesink_job": job, "batch_id": batch_id, "run_id": run_id}, separators=(",", ":"))
 
 
 def _first_line(e: Exception) -> str:
