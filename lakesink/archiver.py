@@ -17,7 +17,7 @@ from typing import Any, Callable
 from lakesink.errors import LakesinkError
 from lakesink.formats.base import RecordView
 from lakesink.records import SinkRecord
-from lakesink.rotation import Advance, Append, AppendMany, Commit, Rotator
+from lakesink.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
 from lakesink.store import ObjectStore, PendingWrite, WrittenObject
 
 
@@ -66,6 +66,11 @@ class _OpenFile:
                 fw.write_many(self.pending)
             self.pending.clear()
 
+    def write_payloads(self, payloads: Any, schema: Any) -> None:
+        self.flush()  # records of earlier, per-record batches come first
+        for fw, _ow in self.writers.values():
+            fw.write_payloads(payloads, schema)
+
 
 @dataclass
 class BatchContext:
@@ -100,7 +105,8 @@ class PartitionArchiver:
         kwargs: dict[str, Any] = {"schedule_anchor_ms": schedule_anchor_ms}
         if clock:
             kwargs["clock"] = clock
-        self.rotator = Rotator(cfg.rotation_policy(), cfg.partitioner(), start_offset, **kwargs)
+        self.partitioner = cfg.partitioner()
+        self.rotator = Rotator(cfg.rotation_policy(), self.partitioner, start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
         # offsets read (in order) and those of them ignored; [*_pos:] not yet accounted by a commit
         self._read: list[int] = []
@@ -128,6 +134,25 @@ class PartitionArchiver:
             raise
         for ev in events:
             self._apply(ev)
+
+    def process_run(self, offsets: list[int], timestamps: list[int], payloads: Any, schema: Any) -> bool:
+        """Columnar :meth:`process_many` (:mod:`lakesink.columnar`): records that are all written
+        (no null value) with one ``schema``, under the Default partitioner and count-only
+        rotation, given as their ascending offsets, timestamps and format payloads (one per
+        record: a pyarrow array or a list, sliceable). Returns False, having done nothing, if the
+        rotator cannot take the run in bulk; then feed the records to :meth:`process_many`."""
+        enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
+        events = self.rotator.process_run(offsets, timestamps, enc, schema)
+        if events is None:
+            return False
+        self._read.extend(offsets)
+        for ev in events:
+            if isinstance(ev, AppendSpan):
+                f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
+                f.write_payloads(payloads[ev.start:ev.stop], schema)
+            else:
+                self._apply(ev)
+        return True
 
     def finish(self) -> list[dict]:
         """End of the batch: close what rotation closes; abort (leave uncommitted) the rest."""
@@ -257,6 +282,14 @@ class PartitionArchiver:
             _pending=_pending_dict(value),
         )
         return row
+
+
+@dataclass(frozen=True)
+class _PartitionOnly:
+    """What the Default partitioner reads of a record (topic and Kafka partition)."""
+
+    topic: str
+    partition: int
 
 
 def _compression(cfg) -> str:

@@ -193,6 +193,11 @@ class AvroDecoder(Decoder):
         self._by_id: dict[tuple[int, str], tuple[ValueSchema, Any]] = {}
         self._read: Callable = fastavro.schemaless_reader
 
+    @property
+    def fixed_schema(self) -> ValueSchema | None:
+        """The fixed ``schema`` every value is read with (None with a Schema Registry)."""
+        return self._fixed[0] if self._fixed is not None else None
+
     # -- schema lookup
 
     def _subject_for(self, topic: str, avro: Any) -> str:

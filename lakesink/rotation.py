@@ -56,6 +56,7 @@ __all__ = [
     "FileSummary",
     "Append",
     "AppendMany",
+    "AppendSpan",
     "Commit",
     "Advance",
     "Event",
@@ -123,6 +124,16 @@ class AppendMany:
 
 
 @dataclass(frozen=True)
+class AppendSpan:
+    """Records ``[start, stop)`` of the run given to :meth:`Rotator.process_run` go to this file."""
+
+    encoded_partition: str
+    start: int
+    stop: int
+    file_start_offset: int
+
+
+@dataclass(frozen=True)
 class Commit:
     range_start: int
     range_end: int
@@ -135,7 +146,7 @@ class Advance:
     range_end: int
 
 
-Event = Union[Append, AppendMany, Commit, Advance]
+Event = Union[Append, AppendMany, AppendSpan, Commit, Advance]
 _MISSING = object()
 
 
@@ -367,6 +378,61 @@ class Rotator:
             if s.count >= flush:
                 out.append(self._commit())
                 cur = None
+        return out
+
+    @property
+    def count_only(self) -> bool:
+        """Rotation is a pure function of record counts (what :meth:`process_run` needs)."""
+        return self._fast
+
+    def process_run(self, offsets, timestamps, enc: str, schema: ValueSchema | None,
+                    out: list | None = None) -> list | None:
+        """Bulk :meth:`process_many` for a run of records that are all written (no null value), all
+        encode to ``enc`` and all carry ``schema`` (the same object), when :attr:`count_only`.
+
+        ``offsets``/``timestamps`` are those records' (strictly ascending) offsets and (non-null)
+        timestamps. Emits
+        :class:`AppendSpan` (indexes into the run) and :class:`Commit` events, exactly the Appends
+        and Commits of :meth:`process_many`. Returns None, changing nothing, when the run cannot
+        be handled in bulk (not count-only, or ``enc`` holds another schema): process its
+        records one by one then.
+        """
+        if not self._fast:
+            return None
+        s = self._s
+        current = s.schemas.get(enc, _MISSING)
+        if current is not _MISSING and current is not schema:
+            return None
+        n = len(offsets)
+        if n and offsets[0] <= self._last_seen:
+            raise ValueError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
+        if out is None:
+            out = []
+        self._batch_now()
+        if n:
+            s.schemas[enc] = schema
+        flush = self.policy.flush_size
+        i = 0
+        while i < n:
+            f = s.files.get(enc)
+            if f is None:
+                f = s.files[enc] = _OpenFile(enc, offsets[i], schema)
+            stop = min(n, i + flush - s.count)
+            ts = timestamps[i:stop]
+            lo, hi = min(ts), max(ts)
+            f.min_ts = lo if f.min_ts is None or lo < f.min_ts else f.min_ts
+            f.max_ts = hi if f.max_ts is None or hi > f.max_ts else f.max_ts
+            f.last_offset = offsets[stop - 1]
+            f.count += stop - i
+            s.count += stop - i
+            s.cur_enc = enc
+            self._last_written = offsets[stop - 1]
+            out.append(AppendSpan(enc, i, stop, f.start_offset))
+            if s.count >= flush:
+                out.append(self._commit())
+            i = stop
+        if n:
+            self._last_seen = offsets[-1]
         return out
 
     def finish(self, flush_tail: bool = False) -> list[Event]:

@@ -98,8 +98,11 @@ class BatchResult:
 RESULT_SCHEMA = "row string"
 
 
-def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterator[Any]:
-    """mapInArrow body: archive the records of one Kafka partition; yield JSON result rows."""
+def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=None) -> Iterator[Any]:
+    """mapInArrow body: archive the records of one Kafka partition; yield JSON result rows.
+
+    Each Arrow batch takes the columnar path (``columnar``, a :class:`~lakesink.columnar.ColumnarPlan`)
+    when it can, else the per-record path: decode, SinkRecords, rotation, ``write_many``."""
     import pyarrow as pa
 
     from lakesink.archiver import PartitionArchiver
@@ -107,6 +110,7 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
     from lakesink.store import StoreSettings, open_store
 
     archiver = None
+    only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
     value_decoder = cfg.value_decoder_instance()
     bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
     key_decoder = cfg.key_decoder_instance()
@@ -126,25 +130,34 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
                 continue
             names = batch.schema.names
             col = {name: batch.column(i) for i, name in enumerate(names)}
-            topics = col["topic"].to_pylist()
+            # columns the read left out (see SinkJob._read): one topic, no stored keys/headers
+            topics = col["topic"].to_pylist() if "topic" in col else None
             parts = col["partition"].to_pylist()
-            topic, part = topics[0], parts[0]
+            topic, part = (topics[0] if topics else only_topic), parts[0]
             if archiver is None:
                 plan = plans[(topic, part)]
                 archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
             offsets = col["offset"].to_pylist()
             if first is None:
                 first = offsets[0]
+            if columnar is not None and not mixed_partitions(topics, parts, n):
+                prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
+                if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared):
+                    last = offsets[-1]
+                    read += n
+                    del prepared
+                    gc.collect(1)
+                    continue
             raw_values = col["value"].to_pylist()
-            raw_keys = col["key"].to_pylist()
+            raw_keys = col["key"].to_pylist() if "key" in col else [None] * n
             tss = col["ts"].to_pylist()
-            hcol = col["headers"]
-            headers = [()] * n if hcol.null_count == n else [
+            hcol = col.get("headers")
+            headers = [()] * n if hcol is None or hcol.null_count == n else [
                 tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
             values = value_decoder.decode_many(raw_values, topic, part, offsets)
             keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
-            mixed = next((i for i in range(n) if topics[i] != topic or parts[i] != part), None) \
-                if (topics.count(topic) != n or parts.count(part) != n) else None
+            mixed = next((i for i in range(n) if (topics and topics[i] != topic) or parts[i] != part), None) \
+                if ((topics and topics.count(topic) != n) or parts.count(part) != n) else None
             if bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
                 recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1])
                         for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
@@ -154,7 +167,7 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
             if mixed is not None:
                 archiver.process_many(recs[:mixed])
                 raise BatchValidationError(
-                    f"a Spark partition mixed {topic}-{part} with {topics[mixed]}-{parts[mixed]}")
+                    f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{parts[mixed]}")
             archiver.process_many(recs)
             last = offsets[-1]
             read += n
@@ -174,6 +187,11 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict) -> Iterat
                                "read": read, "first_offset": first, "last_offset": last}))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
+
+
+def mixed_partitions(topics: list | None, parts: list, n: int) -> bool:
+    """Whether a batch holds more than one topic-partition (the per-record path reports it)."""
+    return (topics is not None and topics.count(topics[0]) != n) or parts.count(parts[0]) != n
 
 
 def _json_default(o):
@@ -203,10 +221,15 @@ class SinkJob:
     # -- planning
     def plan(self) -> tuple[list[PartitionPlan], list[dict], Any, int]:
         """Partitions to read, 'skipped' rows to record, the Kafka snapshot and the batch id."""
+        from concurrent.futures import ThreadPoolExecutor
+
         cfg = self.cfg
-        topics = self.kafka.resolve_topics(cfg.topics, cfg.topics_regex)
-        ksnap = self.kafka.snapshot(topics)
-        msnap = self.manifest.snapshot(cfg.name)
+        # The manifest query (a Spark job) and the Kafka metadata calls are independent: overlap them.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            manifest_snapshot = pool.submit(self.manifest.snapshot, cfg.name)
+            topics = self.kafka.resolve_topics(cfg.topics, cfg.topics_regex)
+            ksnap = self.kafka.snapshot(topics)
+            msnap = manifest_snapshot.result()
         plans, skipped = [], []
         for (topic, part), b in sorted(ksnap.bounds.items()):
             state = msnap.partitions.get((topic, part))
@@ -248,7 +271,10 @@ class SinkJob:
         return plans, skipped, ksnap, msnap.next_batch_id
 
     def _read(self, plans: list[PartitionPlan]):
+        """The Kafka read of ``plans`` and the columnar plan its columns serve (or None)."""
         from pyspark.sql import functions as F
+
+        from lakesink.columnar import ColumnarPlan, read_columns
 
         assign: dict[str, list[int]] = {}
         starting: dict[str, dict[str, int]] = {}
@@ -257,17 +283,30 @@ class SinkJob:
             assign.setdefault(p.topic, []).append(p.partition)
             starting.setdefault(p.topic, {})[str(p.partition)] = p.start
             ending.setdefault(p.topic, {})[str(p.partition)] = p.end
+        cfg = self.cfg
         reader = self.spark.read.format("kafka")
-        for k, v in self.cfg.kafka_options.items():
+        for k, v in cfg.kafka_options.items():
             reader = reader.option(f"kafka.{k}", v)
+        # Only the columns this config uses: converting a column to Arrow for the Python workers is
+        # the read's largest cost after Kafka itself (headers, an array of structs, cost more than
+        # the values). Keys are read when stored or when their decoder can reject one (Confluent's
+        # key converter fails the task on a bad key even when keys are not stored).
+        headers = cfg.store_kafka_headers
+        cols = ["value", "partition", "offset", F.expr("unix_millis(timestamp)").alias("ts")]
+        if cfg.store_kafka_keys or cfg.key_decoder != "bytes":
+            cols.append("key")
+        if len(assign) > 1:
+            cols.append("topic")
+        if headers:
+            cols.append("headers")
         df = (reader.option("assign", json.dumps(assign))
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending))
-              .option("includeHeaders", "true")
+              .option("includeHeaders", "true" if headers else "false")
               .option("failOnDataLoss", "true")
               .load())
-        return df.select("key", "value", "topic", "partition", "offset",
-                         F.expr("unix_millis(timestamp)").alias("ts"), "headers")
+        extra, plan = read_columns(ColumnarPlan.for_config(cfg), df)
+        return df.select(*cols, *extra), plan
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
@@ -286,8 +325,9 @@ class SinkJob:
             starts = {(p.topic, p.partition): (p.start, p.end) for p in plans}
             t1 = time.monotonic()
             try:
-                out = self._read(plans).mapInArrow(
-                    lambda it: _archive_partitions(it, cfg, ctx, starts), RESULT_SCHEMA).collect()
+                df, columnar = self._read(plans)
+                out = df.mapInArrow(
+                    lambda it: _archive_partitions(it, cfg, ctx, starts, columnar), RESULT_SCHEMA).collect()
             except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
                 raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
                                        f"{executor_error(e)}") from e

@@ -30,7 +30,8 @@ from fastavro.write import Writer
 
 from ..records import SinkRecord, ValueSchema
 from ..schema import fingerprint, primitive_schema_for, raw_parsed_schema
-from .base import EmptyFileError, Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
+from .base import (EmptyFileError, Format, FormatWriter, RecordView, binary_run, encode_error, header_pairs,
+                   record_key)
 
 CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
 DEFAULT_SYNC_INTERVAL = 64000  # Avro Java's DataFileWriter default (Confluent's files)
@@ -103,6 +104,7 @@ class AvroWriter(FormatWriter):
         self._schemaless: str | None = None   # "bytes"/"string" file from schemaless values
         self._raw: list[bytes] = []           # fast-path payloads of the current block
         self._raw_size = 0
+        self._raw_extra = 0  # records in _raw beyond one per item (write_payloads adds runs as one item)
         if view is RecordView.HEADERS:
             self._open(HEADERS_SCHEMA, None)
 
@@ -220,6 +222,38 @@ class AvroWriter(FormatWriter):
         finally:
             self.record_count += done
 
+    def write_payloads(self, payloads, schema: ValueSchema | None = None) -> None:
+        """Columnar :meth:`write_many` for records whose values are exactly one bare Avro datum of
+        ``schema`` each (``payloads``: pyarrow binary array, no nulls): the datums are copied into
+        blocks cut exactly where the record path cuts them (a block closes after the record that
+        brings it to ``sync_interval`` bytes), so the file is byte-identical."""
+        import numpy as np
+
+        if self.view is not RecordView.VALUE or schema is None:
+            raise ValueError("Avro columnar writes take VALUE payloads with their schema")
+        if self._w is None:
+            self._open(schema.avro, schema)
+        if schema.fingerprint != self._fp or self._bare_fp != schema.fingerprint or self._schemaless:
+            raise ValueError(f"payloads of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
+        data, ends = binary_run(payloads)
+        n, i, pos, sync = len(ends), 0, 0, self._fmt.sync_interval
+        while i < n:
+            # the first record at which the open block reaches sync_interval bytes
+            j = int(np.searchsorted(ends, pos + sync - self._raw_size, side="left"))
+            if j >= n:
+                self._raw.append(bytes(data[pos:]))  # the tail outlives the caller's buffer
+                self._raw_size += int(ends[-1]) - pos
+                self._raw_extra += n - i - 1
+                self.record_count += n - i
+                return
+            end = int(ends[j])
+            self._raw.append(data[pos:end])
+            self._raw_size += end - pos
+            self._raw_extra += j - i
+            self.record_count += j + 1 - i
+            self._flush_raw()
+            pos, i = end, j + 1
+
     def _encode(self, encode, value, record: SinkRecord) -> None:
         """Encode one datum; on failure drop its partial bytes and name the record."""
         try:
@@ -271,9 +305,10 @@ class AvroWriter(FormatWriter):
     def _flush_raw(self) -> None:
         if self._raw:
             # write_block first dumps fastavro's own pending records, so file order is kept
-            self._w.write_block(_Block(len(self._raw), b"".join(self._raw)))
+            self._w.write_block(_Block(len(self._raw) + self._raw_extra, b"".join(self._raw)))
             self._raw.clear()
             self._raw_size = 0
+            self._raw_extra = 0
 
     def _write_value(self, record: SinkRecord, value: Any) -> None:
         if self._raw:

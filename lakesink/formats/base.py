@@ -95,6 +95,13 @@ class FormatWriter(ABC):
         for record in records:
             write(record)
 
+    def write_payloads(self, payloads: Any, schema: Any = None) -> None:
+        """Columnar :meth:`write_many`: append records given as their encoded payloads (see the
+        format's override: raw value bytes, bare Avro datums, JSON lines), producing exactly the
+        bytes :meth:`write_many` writes for the same records. The caller guarantees they are valid
+        (the sink's columnar path checks them first). Only some formats have it."""
+        raise NotImplementedError(f"{type(self).__name__} has no columnar write")
+
     @abstractmethod
     def _finish(self) -> None:
         """Write trailers / footers into ``self._sink``."""
@@ -218,3 +225,18 @@ def record_key(record: SinkRecord) -> Any:
 def b64(data: bytes) -> str:
     """Base64 text, as Connect's JsonConverter / Jackson write BYTES."""
     return base64.b64encode(data).decode("ascii")
+
+
+def binary_run(values: Any) -> tuple[memoryview, Any]:
+    """The elements of a pyarrow binary / large_binary array without nulls as ONE contiguous
+    buffer (zero-copy) and each element's end position in it (a numpy int64 array)."""
+    import numpy as np
+    import pyarrow as pa
+
+    dtype = np.int64 if pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type) else np.int32
+    _validity, offsets_buf, data_buf = values.buffers()[:3]
+    offs = np.frombuffer(offsets_buf, dtype=dtype, count=len(values) + 1,
+                         offset=values.offset * np.dtype(dtype).itemsize)
+    start, end = int(offs[0]), int(offs[-1])
+    data = memoryview(data_buf)[start:end] if data_buf is not None else memoryview(b"")
+    return data, (offs[1:] - start).astype(np.int64)

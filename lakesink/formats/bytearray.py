@@ -14,7 +14,7 @@ from operator import add
 from typing import BinaryIO, Iterator, Sequence
 
 from ..records import SinkRecord
-from .base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error, record_key
+from .base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, binary_run, encode_error, record_key
 from .compression import CompressingSink, parse_compression
 
 #: value types write_many joins directly (subclasses and anything else go through write())
@@ -115,6 +115,34 @@ class ByteArrayWriter(FormatWriter):
             if end == push:
                 self._push()
             k = end
+
+    def write_payloads(self, payloads, schema=None) -> None:
+        """Columnar :meth:`write_many`: ``payloads`` is a pyarrow binary array of the values
+        (keys for the KEYS view), no nulls; each is written followed by the separator, pushed at
+        the record boundaries where :meth:`write` pushes (gzip output depends on those chunks)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        sep = self._fmt.separator
+        if sep:  # value + separator per element, in one contiguous buffer
+            payloads = pc.binary_join_element_wise(payloads, pa.scalar(b"", payloads.type),
+                                                   pa.scalar(sep, payloads.type))
+        data, ends = binary_run(payloads)
+        n, i, pos, buffer = len(ends), 0, 0, self._fmt.buffer_size
+        while i < n:
+            j = int(np.searchsorted(ends, pos + buffer - self._pending, side="left"))  # write() pushes after j
+            if j >= n:
+                self._parts.append(bytes(data[pos:]))  # the tail outlives the caller's buffer
+                self._pending += int(ends[-1]) - pos
+                self.record_count += n - i
+                return
+            end = int(ends[j])
+            self._parts.append(data[pos:end])
+            self._pending += end - pos
+            self.record_count += j + 1 - i
+            self._push()
+            pos, i = end, j + 1
 
     def _push(self) -> None:
         if self._parts:

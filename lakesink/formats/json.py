@@ -185,6 +185,12 @@ class JsonWriter(FormatWriter):
         except Exception:  # noqa: BLE001 - write() finds (and names) the record, writing those before it
             super().write_many(records)
             return
+        self.write_payloads(lines)
+
+    def write_payloads(self, payloads: Sequence[str], schema=None) -> None:
+        """Columnar :meth:`write_many`: ``payloads`` are the encoded lines (VALUE view, without
+        the newline), handed to the buffer in runs cut where :meth:`write` would push."""
+        lines = payloads
         ends = list(accumulate(map(len, lines), initial=0))
         buffer, m, k = self._fmt.buffer_size, len(lines), 0
         while k < m:

@@ -1,0 +1,116 @@
+"""The executor's columnar fast path: whole Arrow batches from Spark, no per-record Python objects.
+
+When rotation is a pure function of record counts (Default partitioner, no scheduled rotation,
+``behavior.on.null.values`` fail or ignore) and only values are stored (no keys/headers side files,
+``key.decoder=bytes``), files are cut by count (:meth:`~lakesink.rotation.Rotator.process_run`)
+and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
+
+* ``bytes`` — ``value.decoder=bytes``, format bytearray: the values themselves;
+* ``avro``  — bare Avro values (fixed ``value.schema``, no wire header), format avro: the datums,
+  copied into container blocks. Each must be exactly one datum of the schema; Spark checks it in
+  the JVM while reading (``to_avro(from_avro(value)) = value``: a canonical datum with nothing
+  after it), far cheaper than decoding in Python;
+* ``json``  — ``value.decoder=json``, format json: each value parsed and re-encoded by the same
+  calls the record path makes, without building records.
+
+A batch the fast path cannot vouch for (a null value or timestamp, a datum that is not canonical,
+invalid JSON, offsets out of order, a Spark partition mixing Kafka partitions) goes through the
+record path instead, which handles it or names the record at fault. Both paths write byte-identical
+objects and manifest rows, so batches of either kind share files.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("lakesink.columnar")
+
+#: the Spark column holding the JVM's canonical-Avro check (``avro`` plans)
+CANONICAL = "_lakesink_canonical_avro"
+
+
+@dataclass(frozen=True)
+class ColumnarPlan:
+    """Which columnar path a config takes (``for_config``), built alike on driver and executors."""
+
+    kind: str  # bytes | avro | json
+    schema_json: str | None = None  # avro: the value schema, for Spark's check
+
+    @classmethod
+    def for_config(cls, cfg) -> "ColumnarPlan | None":
+        """The plan for ``cfg``, or None when its records need the per-record path."""
+        from lakesink.partitioners import DefaultPartitioner
+
+        if type(cfg.partitioner()) is not DefaultPartitioner:
+            return None
+        policy = cfg.rotation_policy()
+        if policy.rotate_schedule_interval_ms > 0 or policy.behavior_on_null_values == "write":
+            return None
+        if cfg.store_kafka_keys or cfg.store_kafka_headers or cfg.key_decoder != "bytes":
+            return None
+        fmt, dec = cfg.value_format(), cfg.value_decoder_instance()
+        if fmt.name == "bytearray" and dec.name == "bytes":
+            return cls("bytes")
+        if (fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and not dec.wire_format
+                and dec.fixed_schema is not None):
+            return cls("avro", json.dumps(dec.fixed_schema.avro))
+        if fmt.name == "json" and dec.name == "json" and not dec.envelope and fmt.decimal_format == "BASE64":
+            return cls("json")
+        return None
+
+    def spark_columns(self) -> list:
+        """Columns the Kafka read adds for this plan (over its ``value`` column)."""
+        if self.kind != "avro":
+            return []
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro, to_avro
+
+        decoded = from_avro(F.col("value"), self.schema_json, {"mode": "PERMISSIVE"})  # malformed -> null
+        return [(to_avro(decoded, self.schema_json) == F.col("value")).alias(CANONICAL)]
+
+    def payloads(self, columns: dict[str, Any], decoder, topic: str, partition: int,
+                 offsets: list[int]) -> tuple[Any, Any] | None:
+        """(payloads, value schema) of one Arrow batch, or None if it needs the record path."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        values = columns["value"]
+        if values.null_count or columns["ts"].null_count:
+            return None
+        if len(offsets) > 1 and not bool(np.all(np.diff(columns["offset"].to_numpy()) > 0)):
+            return None
+        if self.kind == "bytes":
+            return values, None
+        if self.kind == "avro":
+            ok = columns.get(CANONICAL)
+            if ok is None or ok.null_count or not pc.all(ok).as_py():
+                return None
+            return values, decoder.fixed_schema
+        from lakesink.errors import DecodeError
+        from lakesink.formats.json import compact_json
+
+        try:
+            decoded = decoder.decode_many(values.to_pylist(), topic, partition, offsets)
+            parsed = [v for v, _schema in decoded]
+            if any(v is None for v in parsed):  # JSON null: a tombstone to the record path
+                return None
+            return list(map(compact_json, parsed)), None
+        except (DecodeError, TypeError, ValueError, OverflowError):
+            return None
+
+
+def read_columns(plan: ColumnarPlan | None, df) -> tuple[list, ColumnarPlan | None]:
+    """The plan's extra Spark columns, checked against ``df``'s session; a plan whose columns
+    Spark cannot build (no spark-avro on the cluster) is dropped, with a warning."""
+    if plan is None:
+        return [], None
+    try:
+        cols = plan.spark_columns()
+        if cols:
+            df.select(*cols).schema  # noqa: B018 - resolves the functions now, not in a task
+        return cols, plan
+    except Exception as e:  # noqa: BLE001 - py4j / AnalysisException
+        log.warning("columnar %s path disabled, records go one by one: %s", plan.kind, str(e).splitlines()[0])
+        return [], None
