@@ -39,11 +39,17 @@ TOPIC_OF = bench_sink.TOPIC_OF
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
-def make_batches(fmt: str, n: int, chunk: int = 10_000, kh: bool = False) -> list[pa.RecordBatch]:
+def make_batches(fmt: str, n: int, chunk: int = 10_000, kh: bool = False,
+                 columnar: bool = False) -> list[pa.RecordBatch]:
+    """Spark-shaped batches; ``columnar`` adds the canonical-Avro column Spark computes for the
+    columnar avro path (here by a fastavro round trip, outside the timed section)."""
     topic = TOPIC_OF[fmt]
+    canonical = None
     if topic == "bench-avro":
         parsed = fastavro.parse_schema(bench_sink.AVRO_SCHEMA)
         values = [bench_sink.avro_value(parsed, i) for i in range(n)]
+        if columnar:
+            canonical = [bench_sink.avro_value(parsed, i) == fastavro_roundtrip(parsed, v) for i, v in enumerate(values)]
     else:
         values = [bench_sink.json_value(i) for i in range(n)]
     out = []
@@ -60,7 +66,17 @@ def make_batches(fmt: str, n: int, chunk: int = 10_000, kh: bool = False) -> lis
             "headers": pa.array([[{"key": "h", "value": b"v%d" % i}, {"key": "n", "value": None}] if kh else None
                                  for i in range(s, s + m)], HEADERS_TYPE),
         }))
+        if canonical is not None:
+            from lakesink.columnar import CANONICAL
+
+            out[-1] = out[-1].append_column(CANONICAL, pa.array(canonical[s:s + m], pa.bool_()))
     return out
+
+
+def fastavro_roundtrip(parsed, datum: bytes) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, parsed, fastavro.schemaless_reader(io.BytesIO(datum), parsed, None))
+    return out.getvalue()
 
 
 def digest(store_dir: Path, rows: list) -> str:
@@ -84,8 +100,9 @@ def digest(store_dir: Path, rows: list) -> str:
     return h.hexdigest()[:16]
 
 
-def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = None):
+def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = None, columnar: bool = False):
     from lakesink.archiver import BatchContext
+    from lakesink.columnar import ColumnarPlan
     from lakesink.config import SinkConfig
     from lakesink.sink import _archive_partitions
 
@@ -96,7 +113,8 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = No
         ctx = BatchContext(job=cfg.name, run_id="bench", batch_id=0, cluster_id=None, topic_ids={},
                            flush_tail=True)
         t = time.process_time()  # CPU time: robust to other load on the machine
-        out = list(_archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}))
+        plan = ColumnarPlan.for_config(cfg) if columnar else None
+        out = list(_archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
         dt = time.process_time() - t
         rows = out[0].column("row").to_pylist() if out else []
         return dt, rows, digest(work / "store", [r for r in rows if '"_status"' not in r])
@@ -111,6 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--formats", default=",".join(bench_sink.FORMATS))
     ap.add_argument("--check", action="store_true", help="print a digest of objects + manifest rows")
+    ap.add_argument("--columnar", action="store_true",
+                    help="the columnar path (lakesink.columnar) where the config allows it, as the sink takes it")
     ap.add_argument("--keys-headers", action="store_true",
                     help="records with keys and headers, stored as .keys/.headers objects too")
     a = ap.parse_args(argv)
@@ -118,11 +138,11 @@ def main(argv=None) -> int:
 
     print(f"lakesink from {os.path.dirname(lakesink.__file__)}; {a.records:,} records, flush.size {a.flush_size}")
     for fmt in a.formats.split(","):
-        batches = make_batches(fmt, a.records, kh=a.keys_headers)
+        batches = make_batches(fmt, a.records, kh=a.keys_headers, columnar=a.columnar)
         extra = {"store.kafka.keys": "true", "store.kafka.headers": "true"} if a.keys_headers else None
         best, dig, objects = None, None, 0
         for _ in range(a.repeat):
-            dt, rows, dig = run_once(fmt, batches, a.records, a.flush_size, extra)
+            dt, rows, dig = run_once(fmt, batches, a.records, a.flush_size, extra, a.columnar)
             best = dt if best is None else min(best, dt)
             objects = sum(1 for r in rows if '"kind": "object"' in r)
         line = f"{fmt:10s} {a.records / best:>10,.0f} rec/s  ({best:.3f}s, {objects} objects)"
