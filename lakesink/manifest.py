@@ -3,8 +3,8 @@
 It is the single source of truth for what is archived and where the next batch starts:
 ``next offset(job, topic, partition) = max(range_end) + 1``. A batch's rows are appended in ONE
 Delta transaction tagged ``txnAppId=job, txnVersion=batch_id``; Delta skips a repeated or stale
-version silently, so after every commit we read our rows back and fail loudly if they are absent
-(another run won). The table is append-only; ``schemas/manifest.sql`` is generated from ``COLUMNS``.
+version silently, so every commit carries ``userMetadata`` naming job, batch and run, and afterwards
+the table history must hold that commit with all our rows, else we fail loudly (another run won). The table is append-only; ``schemas/manifest.sql`` is generated from ``COLUMNS``.
 """
 from __future__ import annotations
 
