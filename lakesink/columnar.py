@@ -10,6 +10,9 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
   copied into container blocks. Each must be exactly one datum of the schema; Spark checks it in
   the JVM while reading (``to_avro(from_avro(value)) = value``: a canonical datum with nothing
   after it), far cheaper than decoding in Python;
+* ``parquet`` — bare Avro values, format parquet, a schema Spark decodes to exactly the values the
+  record path writes (:func:`spark_decodes_alike`): Spark decodes them (``from_avro``) during the read,
+  with the same canonical check, and the rows arrive as Arrow columns cast to the file's schema;
 * ``json``  — ``value.decoder=json``, format json: each value parsed and re-encoded by the same
   calls the record path makes, without building records.
 
@@ -22,21 +25,51 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger("lakesink.columnar")
 
-#: the Spark column holding the JVM's canonical-Avro check (``avro`` plans)
+#: the Spark column holding the JVM's canonical-Avro check (``avro``, ``parquet`` plans)
 CANONICAL = "_lakesink_canonical_avro"
+#: the Spark column holding the decoded value (``parquet`` plans)
+DECODED = "_lakesink_decoded"
+
+_PRIMITIVES = ("boolean", "int", "long", "float", "double", "bytes", "string")
+
+
+def spark_decodes_alike(avro: Any) -> bool:
+    """Whether Spark's ``from_avro`` gives, for this record schema, the very values the record path
+    writes to Parquet once cast to the file's Arrow schema: records, arrays, ``[null, X]`` unions and
+    primitives, without logical types (Spark turns those into timestamps/decimals of other units),
+    enums, fixed, maps or named-type references."""
+    def alike(s: Any) -> bool:
+        if isinstance(s, list):
+            branches = [b for b in s if b != "null"]
+            return len(s) == 2 and len(branches) == 1 and alike(branches[0])
+        if isinstance(s, str):
+            return s in _PRIMITIVES
+        if not isinstance(s, dict) or "logicalType" in s:
+            return False
+        t = s.get("type")
+        if isinstance(t, (dict, list)):
+            return alike(t)
+        if t == "record":
+            return all(alike(f.get("type")) for f in s.get("fields", []))
+        if t == "array":
+            return alike(s.get("items"))
+        return t in _PRIMITIVES
+
+    return isinstance(avro, dict) and avro.get("type") == "record" and alike(avro)
 
 
 @dataclass(frozen=True)
 class ColumnarPlan:
     """Which columnar path a config takes (``for_config``), built alike on driver and executors."""
 
-    kind: str  # bytes | avro | json
-    schema_json: str | None = None  # avro: the value schema, for Spark's check
+    kind: str  # bytes | avro | parquet | json
+    schema_json: str | None = None  # avro, parquet: the value schema, for Spark's check and decode
+    _arrow: Any = field(default=None, compare=False, repr=False)  # parquet: the file's Arrow schema
 
     @classmethod
     def for_config(cls, cfg) -> "ColumnarPlan | None":
@@ -56,19 +89,23 @@ class ColumnarPlan:
         if (fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and not dec.wire_format
                 and dec.fixed_schema is not None):
             return cls("avro", json.dumps(dec.fixed_schema.avro))
+        if (fmt.name == "parquet" and dec.name == "avro" and not dec.wire_format and dec.fixed_schema is not None
+                and spark_decodes_alike(dec.fixed_schema.avro)):
+            return cls("parquet", json.dumps(dec.fixed_schema.avro))
         if fmt.name == "json" and dec.name == "json" and not dec.envelope and fmt.decimal_format == "BASE64":
             return cls("json")
         return None
 
     def spark_columns(self) -> list:
         """Columns the Kafka read adds for this plan (over its ``value`` column)."""
-        if self.kind != "avro":
+        if self.kind not in ("avro", "parquet"):
             return []
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro, to_avro
 
         decoded = from_avro(F.col("value"), self.schema_json, {"mode": "PERMISSIVE"})  # malformed -> null
-        return [(to_avro(decoded, self.schema_json) == F.col("value")).alias(CANONICAL)]
+        canonical = (to_avro(decoded, self.schema_json) == F.col("value")).alias(CANONICAL)
+        return [canonical, decoded.alias(DECODED)] if self.kind == "parquet" else [canonical]
 
     def payloads(self, columns: dict[str, Any], decoder, topic: str, partition: int,
                  offsets: list[int]) -> tuple[Any, Any] | None:
@@ -83,11 +120,26 @@ class ColumnarPlan:
             return None
         if self.kind == "bytes":
             return values, None
-        if self.kind == "avro":
+        if self.kind in ("avro", "parquet"):
             ok = columns.get(CANONICAL)
             if ok is None or ok.null_count or not pc.all(ok).as_py():
                 return None
-            return values, decoder.fixed_schema
+            if self.kind == "avro":
+                return values, decoder.fixed_schema
+            decoded = columns.get(DECODED)
+            if decoded is None:
+                return None
+            import pyarrow as pa
+
+            from lakesink.schema import avro_to_arrow_schema
+
+            if self._arrow is None:
+                object.__setattr__(self, "_arrow", avro_to_arrow_schema(decoder.fixed_schema.avro))
+            try:
+                rows = pa.Table.from_struct_array(decoded).cast(self._arrow)
+            except (pa.ArrowException, ValueError, TypeError):
+                return None
+            return rows, decoder.fixed_schema
         from lakesink.errors import DecodeError
         from lakesink.formats.json import compact_json
 

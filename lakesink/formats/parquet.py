@@ -128,10 +128,10 @@ class ParquetFormatWriter(FormatWriter):
         self._convert = None
         self._rows: list[Any] = []
         self._row_records: list[SinkRecord] = []  # parallel to _rows: names a row Arrow rejects
+        self._chunks: list[Any] = []  # Arrow tables of the current row group, before _rows (write_payloads)
+        self._chunk_rows = 0
 
     def _open(self, record: SinkRecord) -> None:
-        import pyarrow.parquet as pq
-
         view = self.view
         vs: ValueSchema | None = None
         if view is RecordView.VALUE:
@@ -152,9 +152,14 @@ class ParquetFormatWriter(FormatWriter):
         else:
             avro = HEADERS_AVRO
         try:
-            self._arrow_schema = avro_to_arrow_schema(avro, {"parquet.avro.schema": json.dumps(avro)})
+            self._open_schema(avro, vs)
         except SchemaError as e:
             raise encode_error(record, str(e)) from None
+
+    def _open_schema(self, avro: Any, vs: ValueSchema | None) -> None:
+        import pyarrow.parquet as pq
+
+        self._arrow_schema = avro_to_arrow_schema(avro, {"parquet.avro.schema": json.dumps(avro)})
         self._avro = avro
         self._getters = [itemgetter(name) for name in self._arrow_schema.names]
         self._fp = vs.fingerprint if vs is not None else None
@@ -205,7 +210,7 @@ class ParquetFormatWriter(FormatWriter):
         rows.append(row)
         self._row_records.append(record)
         self.record_count += 1
-        if len(rows) >= self._fmt.row_group_size:
+        if len(rows) + self._chunk_rows >= self._fmt.row_group_size:
             self._flush_rows()
 
     def write_many(self, records: Sequence[SinkRecord]) -> None:
@@ -225,7 +230,7 @@ class ParquetFormatWriter(FormatWriter):
         append = rows.append
         group = self._fmt.row_group_size
         while i < n:
-            j = min(n, i + group - len(rows))
+            j = min(n, i + group - len(rows) - self._chunk_rows)
             run = records if (i == 0 and j == n) else records[i:j]
             before = len(rows)
             try:
@@ -245,15 +250,50 @@ class ParquetFormatWriter(FormatWriter):
                 row_records.extend(run if done == len(run) else run[:done])
                 self.record_count += done
             i = j
-            if len(rows) >= group:
+            if len(rows) + self._chunk_rows >= group:
+                self._flush_rows()
+
+    def write_payloads(self, payloads, schema: ValueSchema | None = None) -> None:
+        """Columnar :meth:`write_many` for VALUE rows given as a pyarrow Table that already holds
+        this file's Arrow schema (the sink's columnar path decodes bare Avro in Spark and casts it):
+        the rows join the current row group, which is written where :meth:`write_many` writes it."""
+        if self.view is not RecordView.VALUE or schema is None:
+            raise ValueError("Parquet columnar writes take VALUE rows with their schema")
+        if self._pw is None:
+            self._open_schema(schema.avro, schema)
+        if schema.fingerprint != self._fp:
+            raise ValueError(f"rows of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
+        table = payloads.cast(self._arrow_schema) if payloads.schema != self._arrow_schema else payloads
+        if self._rows:  # per-record rows of this row group come first
+            self._chunks.append(self._rows_table())
+            self._chunk_rows += len(self._chunks[-1])
+        group, n, i = self._fmt.row_group_size, len(table), 0
+        while i < n:
+            take = min(n - i, group - self._chunk_rows)
+            self._chunks.append(table.slice(i, take))
+            self._chunk_rows += take
+            self.record_count += take
+            i += take
+            if self._chunk_rows >= group:
                 self._flush_rows()
 
     def _flush_rows(self) -> None:
         import pyarrow as pa
 
-        rows = self._rows
-        if not rows:
+        if not self._rows and not self._chunks:
             return
+        parts = self._chunks + ([self._rows_table()] if self._rows else [])
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts).combine_chunks()
+        self._chunks = []
+        self._chunk_rows = 0
+        self._pw.write_table(table, row_group_size=len(table))
+
+    def _rows_table(self):
+        """The buffered per-record rows as an Arrow table (buffer cleared); a row Arrow rejects is
+        dropped from the buffer and named."""
+        import pyarrow as pa
+
+        rows = self._rows
         try:
             table = self._to_table(rows)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
@@ -268,7 +308,7 @@ class ParquetFormatWriter(FormatWriter):
                                        f"{type(e).__name__}: {e}") from None
         rows.clear()
         self._row_records.clear()
-        self._pw.write_table(table, row_group_size=len(table))
+        return table
 
     def _to_table(self, rows: list[Any]):
         """``Table.from_pylist(rows, schema)``, with the columns gathered by C-level ``itemgetter``

@@ -57,3 +57,32 @@ def test_bare_avro_checked_in_the_jvm_then_copied(spark, kafka, s3, bucket, topi
                                               r"1 trailing bytes"):
         SinkJob(spark, cfg).run_batch(flush_tail=True)
     check_chains(manifest_rows(spark, cfg), {(topic_name, 0): 45})
+
+
+def test_parquet_rows_decoded_by_spark_equal_the_record_path(spark, kafka, s3, bucket, topic_name, monkeypatch):
+    from lakesink.columnar import DECODED, ColumnarPlan
+
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, [datum(i) for i in range(35)], headers=False)
+
+    def cfg(name):
+        return SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+            "name": f"{name}-{topic_name}", "topics.dir": name, "format.class": "parquet",
+            "value.schema": json.dumps(SCHEMA)}))
+
+    columnar, record = cfg("columnar"), cfg("record")
+    df, plan = SinkJob(spark, columnar)._read([PartitionPlan(topic_name, 0, 0, 35)])
+    assert plan.kind == "parquet" and DECODED in df.columns
+    SinkJob(spark, columnar).run_batch(flush_tail=True)
+    monkeypatch.setattr(ColumnarPlan, "for_config", classmethod(lambda cls, c: None))  # driver side: no plan
+    SinkJob(spark, record).run_batch(flush_tail=True)
+
+    objects = {}
+    for c in (columnar, record):
+        rows = manifest_rows(spark, c)
+        check_chains(rows, {(topic_name, 0): 35})
+        objects[c.topics_dir] = {r.object_key.split("/", 1)[1]: s3.client().get_object(
+            Bucket=bucket, Key=r.object_key)["Body"].read() for r in rows}
+    assert len(objects["columnar"]) == 4 and objects["columnar"] == objects["record"]
+    want = [fastavro.schemaless_reader(io.BytesIO(datum(i)), PARSED, None) for i in range(35)]
+    assert archived_values(spark, columnar)[(topic_name, 0)] == want

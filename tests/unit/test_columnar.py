@@ -119,7 +119,8 @@ def test_plan_for_count_only_default_partitioner_configs(tmp_path, fmt, extra, k
     ("json", {"rotate.schedule.interval.ms": "60000", "timezone": "UTC"}),
     ("json", {"behavior.on.null.values": "write", "store.kafka.keys": "true"}),
     ("json", {"value.decoder": "string"}),
-    ("parquet", {"value.schema": json.dumps(SCHEMA), "value.decoder": "avro"}),
+    ("parquet", {"value.schema": json.dumps({"type": "record", "name": "M", "fields": [  # Spark: a MapType
+        {"name": "m", "type": {"type": "map", "values": "long"}}]})}),
     ("avro", {"schema.registry.url": "mock://lakesink-columnar"}),  # wire format: schema per record
 ])
 def test_no_plan_where_records_need_the_per_record_path(tmp_path, fmt, extra):
@@ -284,3 +285,85 @@ def test_process_run_declines_what_needs_records():
     assert rot.process_run([2], [1], "partition=0", other) is None  # another schema in the open file
     with pytest.raises(ValueError, match="offset order"):
         rot.process_run([1], [1], "partition=0", None)
+
+
+# -------------------------------------------------------------------------------- parquet from Spark's decode
+
+
+def spark_struct(values: list[bytes]) -> pa.StructArray:
+    """What Spark's from_avro column looks like in Arrow: large strings, lists with an 'element'
+    child, non-null fields where Avro has no null branch."""
+    rows = [fastavro.schemaless_reader(io.BytesIO(v), PARSED, None) for v in values]
+    t = pa.struct([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.large_string(), nullable=False),
+                   pa.field("tags", pa.list_(pa.field("element", pa.large_string(), nullable=False)), nullable=False),
+                   pa.field("opt", pa.float64())])
+    return pa.array(rows, type=t)
+
+
+def parquet_batches(values, chunk, canonical=None):
+    out = batches(values, chunk, canonical if canonical is not None else [True] * len(values))
+    from lakesink.columnar import DECODED
+
+    return [b.append_column(DECODED, spark_struct(values[s:s + b.num_rows]))
+            for b, s in zip(out, range(0, len(values), chunk))]
+
+
+def test_parquet_plan_only_for_schemas_spark_decodes_alike(tmp_path):
+    from lakesink.columnar import spark_decodes_alike
+
+    cfg = config(tmp_path, "parquet", **{"value.schema": json.dumps(SCHEMA)})
+    assert ColumnarPlan.for_config(cfg).kind == "parquet"
+    assert not spark_decodes_alike({"type": "record", "name": "T", "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]})  # Spark: micros
+    assert not spark_decodes_alike({"type": "record", "name": "E", "fields": [
+        {"name": "e", "type": {"type": "enum", "name": "C", "symbols": ["A"]}}]})
+    assert not spark_decodes_alike({"type": "record", "name": "M", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "long"}}]})
+    assert not spark_decodes_alike({"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]})
+    assert spark_decodes_alike({"type": "record", "name": "N", "fields": [
+        {"name": "inner", "type": ["null", {"type": "record", "name": "I", "fields": [
+            {"name": "xs", "type": {"type": "array", "items": "int"}}]}]}]})
+    ts_schema = {"type": "record", "name": "T", "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+    assert ColumnarPlan.for_config(config(tmp_path, "parquet", **{"value.schema": json.dumps(ts_schema)})) is None
+
+
+@pytest.mark.parametrize("chunk", [1, 6, 64, 1000])
+def test_parquet_rows_from_spark_write_the_objects_of_the_record_path(tmp_path, chunk):
+    n = 150
+    values = [avro_datum(i) for i in range(n)]
+    canonical = [True] * n
+    canonical[40] = False  # one batch decoded record by record: both kinds of rows share a file
+    extra = {"value.schema": json.dumps(SCHEMA)}
+    want = run(config(tmp_path / "r", "parquet", **extra), parquet_batches(values, chunk, canonical), False)
+    got = run(config(tmp_path / "c", "parquet", **extra), parquet_batches(values, chunk, canonical), True)
+    assert got == want and len(got[1]) == n // 7 + 1
+
+
+def test_parquet_row_groups_cut_like_the_record_path():
+    """Row groups of mixed per-record and columnar writes: the same boundaries, the same bytes."""
+    import pyarrow.parquet as pq
+
+    from lakesink.formats.parquet import ParquetFormat
+
+    dec = create_decoder("avro", schema=json.dumps(SCHEMA), wire_format=False)
+    vs = dec.fixed_schema
+    values = [avro_datum(i) for i in range(95)]
+    recs = [SinkRecord("t", 0, i, 0, None, dec.decode(v, "t", 0, i)[0], (), vs, v, None, {}, vs)
+            for i, v in enumerate(values)]
+    fmt = ParquetFormat(row_group_size=10)
+    a, b = io.BytesIO(), io.BytesIO()
+    w = fmt.open_writer(a)
+    w.write_many(recs)
+    w.close()
+    w = fmt.open_writer(b)
+    w.write_many(recs[:3])
+    w.write_payloads(pa.Table.from_struct_array(spark_struct(values[3:27])), vs)
+    w.write(recs[27])
+    w.write_many(recs[28:44])
+    w.write_payloads(pa.Table.from_struct_array(spark_struct(values[44:95])), vs)
+    w.close()
+    assert w.record_count == 95
+    assert [pq.ParquetFile(io.BytesIO(x.getvalue())).metadata.row_group(i).num_rows for x in (a,) for i in range(10)] \
+        == [10] * 9 + [5]
+    assert a.getvalue() == b.getvalue()
