@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from lakesink.errors import LakesinkError
+
+log = logging.getLogger("lakesink.manifest")
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -229,6 +232,25 @@ class Manifest:
                 f"committed nothing ({present}/{len(rows)} rows in {len(mine)} commit(s) of this run). "
                 f"Re-run to continue from the manifest.")
         return present
+
+    def warm_commit(self) -> None:
+        """Resolve the table's current transaction ids now, best effort (path tables, classic PySpark).
+
+        Delta resolves them in every append with ``txnAppId``: on a snapshot it has not resolved
+        them for, three state-reconstruction jobs, about half of a small commit. Called while the
+        executors archive, it takes that off the commit's critical path; the append then finds
+        them cached on the same snapshot (or, if another writer committed meanwhile, resolves them
+        itself as before). Nothing here can change what is committed.
+        """
+        if not _is_path(self.location):
+            return
+        try:
+            jvm = self.spark._jvm
+            none = jvm.scala.Option.empty()
+            delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.location)
+            delta_log.update(False, none, none).setTransactions()
+        except Exception as e:  # noqa: BLE001 - no JVM access (Spark Connect), another Delta version
+            log.debug("manifest %s: transaction ids not pre-resolved: %s", self.location, _first_line(e))
 
     def _table(self):
         from delta.tables import DeltaTable

@@ -323,6 +323,9 @@ class SinkJob:
                                fault=Fault.parse(self.fault_spec, os.getpid()))
             cfg = self.cfg
             starts = {(p.topic, p.partition): (p.start, p.end) for p in plans}
+            # resolve the manifest's transaction ids while the executors work (see Manifest.warm_commit)
+            warm = threading.Thread(target=self.manifest.warm_commit, name="lakesink-warm-commit", daemon=True)
+            warm.start()
             t1 = time.monotonic()
             try:
                 df, columnar = self._read(plans)
@@ -343,6 +346,7 @@ class SinkJob:
                                  "note": "no records in range", "kafka_cluster_id": ksnap.cluster_id,
                                  "topic_id": ksnap.topic_ids.get(p.topic)})
             rows += produced
+            warm.join(timeout=120)
             self._fault("before_resolve")
             self._resolve_pending(rows)
         self._validate(plans, rows)

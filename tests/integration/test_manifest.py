@@ -76,3 +76,21 @@ def test_concurrent_commits_of_the_same_batch_exactly_one_wins(manifest):
     assert sorted(v == "ok" for v in outcomes.values()) == [False, True], outcomes
     rows = manifest.df().collect()
     assert len(rows) == 1 and outcomes[rows[0].run_id] == "ok"
+
+
+def test_warm_commit_takes_transaction_lookup_off_the_commit(spark, manifest):
+    """Delta resolves txnAppId on every append; Manifest.warm_commit resolves it ahead of time, so the
+    commit that follows launches fewer Spark jobs (and commits the same rows)."""
+    tracker = spark.sparkContext.statusTracker()
+
+    def jobs_of(fn):
+        before = set(tracker.getJobIdsForGroup(None))
+        fn()
+        return len(set(tracker.getJobIdsForGroup(None)) - before)
+
+    manifest.commit("warm-job", 0, "r", _rows("t", 0, 0, 9, "w0"))
+    cold = jobs_of(lambda: manifest.commit("warm-job", 1, "r", _rows("t", 0, 10, 19, "w1")))
+    manifest.warm_commit()
+    warm = jobs_of(lambda: manifest.commit("warm-job", 2, "r", _rows("t", 0, 20, 29, "w2")))
+    assert warm < cold, (warm, cold)
+    assert manifest.snapshot("warm-job").partitions[("t", 0)].next_offset == 30
