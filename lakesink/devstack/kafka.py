@@ -42,8 +42,14 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def random_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (like ``kafka-storage random-uuid``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (like ``kafka-storage random-uuid``).
+
+    Never one starting with ``-``: ``kafka-storage format -t -abc…`` reads it as an option (Kafka's own
+    ``Uuid.randomUuid`` redraws those too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def broker_classpath(jar_dir: Path) -> list[Path]:

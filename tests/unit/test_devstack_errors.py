@@ -160,8 +160,9 @@ def test_not_started_services_say_so():
 def test_random_cluster_id_shape():
     from lakesink.devstack.kafka import random_cluster_id
 
-    ids = {random_cluster_id() for _ in range(50)}
-    assert len(ids) == 50 and all(len(i) == 22 and "=" not in i for i in ids)
+    ids = {random_cluster_id() for _ in range(3000)}  # ~1 in 64 raw draws starts with "-"
+    assert len(ids) == 3000 and all(len(i) == 22 and "=" not in i for i in ids)
+    assert not any(i.startswith("-") for i in ids)  # kafka-storage would read "-t -abc" as an option
 
 
 # ------------------------------------------------------------------------------ dev CLI state
