@@ -35,8 +35,9 @@ What runs (all against one KafkaBroker, one moto S3 endpoint in its own process,
   and ``Manifest.snapshot(job)`` (the next-offset lookup) cold (DeltaLog cache cleared) and warm.
 
 Before the timed runs a warm-up (5,000 records per partition through every path) loads the JVM classes
-and the Python workers. The bare read is best of 3; every other timed path runs once (``--repeat`` for best-of). records/s and MB/s are over
-the Kafka values read (MB = 1e6 bytes of value payload); ratio = lakesink records/s / baseline records/s.
+and the Python workers. The bare read is best of 3; every other timed path runs once (``--repeat`` for
+best-of). records/s and MB/s are over the Kafka values read (MB = 1e6 bytes of value payload);
+ratio = lakesink records/s / baseline records/s.
 Targets (printed, never asserted): sink >= 1.0x plain Spark per format, >= 0.7x bare read,
 lookup <= 2 s at 1M rows. The table is also written to ``bench/results/sink-latest.json``.
 
