@@ -12,7 +12,7 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
   after it), far cheaper than decoding in Python;
 * ``parquet`` — bare Avro values, format parquet, a schema Spark decodes to exactly the values the
   record path writes (:func:`spark_decodes_alike`): Spark decodes them (``from_avro``) during the read,
-  with the same canonical check, and the rows arrive as Arrow columns cast to the file's schema;
+  with the same canonical check, and the rows arrive as Arrow columns the writer casts to the file's schema;
 * ``json``  — ``value.decoder=json``, format json: each value parsed and re-encoded by the same
   calls the record path makes, without building records.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("lakesink.columnar")
@@ -69,7 +69,6 @@ class ColumnarPlan:
 
     kind: str  # bytes | avro | parquet | json
     schema_json: str | None = None  # avro, parquet: the value schema, for Spark's check and decode
-    _arrow: Any = field(default=None, compare=False, repr=False)  # parquet: the file's Arrow schema
 
     @classmethod
     def for_config(cls, cfg) -> "ColumnarPlan | None":
@@ -131,15 +130,8 @@ class ColumnarPlan:
                 return None
             import pyarrow as pa
 
-            from lakesink.schema import avro_to_arrow_schema
-
-            if self._arrow is None:
-                object.__setattr__(self, "_arrow", avro_to_arrow_schema(decoder.fixed_schema.avro))
-            try:
-                rows = pa.Table.from_struct_array(decoded).cast(self._arrow)
-            except (pa.ArrowException, ValueError, TypeError):
-                return None
-            return rows, decoder.fixed_schema
+            # Spark's Arrow types (large strings, 'element' list children); the writer casts to the file's
+            return pa.Table.from_struct_array(decoded), decoder.fixed_schema
         from lakesink.errors import DecodeError
         from lakesink.formats.json import compact_json
 

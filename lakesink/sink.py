@@ -140,7 +140,8 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=
             offsets = col["offset"].to_pylist()
             if first is None:
                 first = offsets[0]
-            if columnar is not None and not mixed_partitions(topics, parts, n):
+            mixed = first_mixed(topics, parts, n)
+            if columnar is not None and mixed is None:
                 prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
                 if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared):
                     last = offsets[-1]
@@ -156,8 +157,6 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=
                 tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
             values = value_decoder.decode_many(raw_values, topic, part, offsets)
             keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
-            mixed = next((i for i in range(n) if (topics and topics[i] != topic) or parts[i] != part), None) \
-                if ((topics and topics.count(topic) != n) or parts.count(part) != n) else None
             if bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
                 recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1])
                         for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
@@ -189,9 +188,11 @@ def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=
         yield pa.RecordBatch.from_pydict({"row": out})
 
 
-def mixed_partitions(topics: list | None, parts: list, n: int) -> bool:
-    """Whether a batch holds more than one topic-partition (the per-record path reports it)."""
-    return (topics is not None and topics.count(topics[0]) != n) or parts.count(parts[0]) != n
+def first_mixed(topics: list | None, parts: list, n: int) -> int | None:
+    """Index of the first row of a batch from another topic-partition than row 0's, or None."""
+    if (topics is None or topics.count(topics[0]) == n) and parts.count(parts[0]) == n:
+        return None
+    return next(i for i in range(n) if (topics is not None and topics[i] != topics[0]) or parts[i] != parts[0])
 
 
 def _json_default(o):

@@ -199,16 +199,14 @@ class AvroWriter(FormatWriter):
                     self.write(r)  # raises the EncodeError write() raises
                     continue
                 raw = r.raw_value
-                ra = r.raw_avro
-                if raw is not None and ra is not None and ra.fingerprint == bare_fp:
-                    raws.append(raw)
-                    self._raw_size += len(raw)
-                    self.record_count += 1
-                    if self._raw_size >= sync:
-                        self._flush_raw()
-                    continue
-                if raw is not None and raw[:5] == sid:
-                    payload = raw[5:]
+                payload = None
+                if raw is not None:
+                    ra = r.raw_avro
+                    if ra is not None and ra.fingerprint == bare_fp:
+                        payload = raw  # bare Avro: the whole value is the datum
+                    elif raw[:5] == sid:
+                        payload = raw[5:]  # wire format of this file's schema id
+                if payload is not None:
                     raws.append(payload)
                     self._raw_size += len(payload)
                     self.record_count += 1

@@ -254,16 +254,17 @@ class ParquetFormatWriter(FormatWriter):
                 self._flush_rows()
 
     def write_payloads(self, payloads, schema: ValueSchema | None = None) -> None:
-        """Columnar :meth:`write_many` for VALUE rows given as a pyarrow Table that already holds
-        this file's Arrow schema (the sink's columnar path decodes bare Avro in Spark and casts it):
-        the rows join the current row group, which is written where :meth:`write_many` writes it."""
+        """Columnar :meth:`write_many` for VALUE rows given as a pyarrow Table whose columns cast to
+        this file's Arrow schema (the sink's columnar path: rows Spark decoded from bare Avro, for
+        schemas it decodes alike): the rows join the current row group, which is written where
+        :meth:`write_many` writes it."""
         if self.view is not RecordView.VALUE or schema is None:
             raise ValueError("Parquet columnar writes take VALUE rows with their schema")
         if self._pw is None:
             self._open_schema(schema.avro, schema)
         if schema.fingerprint != self._fp:
             raise ValueError(f"rows of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
-        table = payloads.cast(self._arrow_schema) if payloads.schema != self._arrow_schema else payloads
+        table = payloads if payloads.schema.equals(self._arrow_schema) else payloads.cast(self._arrow_schema)
         if self._rows:  # per-record rows of this row group come first
             self._chunks.append(self._rows_table())
             self._chunk_rows += len(self._chunks[-1])

@@ -28,3 +28,12 @@ def test_parse_interval(text, seconds):
 def test_parse_interval_rejects_garbage_naming_the_flag():
     with pytest.raises(LakesinkError, match="--interval 'soon'"):
         parse_interval("soon")
+
+
+def test_first_mixed_finds_the_first_row_of_another_topic_partition():
+    from lakesink.sink import first_mixed
+
+    assert first_mixed(None, [3, 3, 3], 3) is None
+    assert first_mixed(["t", "t"], [3, 3], 2) is None
+    assert first_mixed(None, [3, 3, 4, 3], 4) == 2
+    assert first_mixed(["t", "u", "t"], [3, 3, 3], 3) == 1
