@@ -410,19 +410,29 @@ def manifest_bench(spark, path: str, rows: int, appends: int, commits: int, rows
         r.update(job="bench-anatomy-job", batch_id=0, run_id="r", committed_at=r["min_timestamp"])
     versions = []
 
-    def append_n(i):
+    def append_n(i, txn=True, warm=False):
         for r in batch:
             r["batch_id"] = i
         versions.append(m.version())
+        if warm:
+            m.warm_commit()  # as the sink does while its executors archive: not part of the timed append
         df = spark.createDataFrame([tuple(r.get(c) for c in COLUMN_NAMES) for r in batch], schema=m.spark_schema())
-        (df.coalesce(1).write.format("delta").mode("append").option("txnAppId", "bench-anatomy-job")
-         .option("txnVersion", i).option("userMetadata", commit_tag("bench-anatomy-job", i, "r")).save(path))
+        w = df.coalesce(1).write.format("delta").mode("append")
+        if txn:
+            w = w.option("txnAppId", "bench-anatomy-job").option("txnVersion", i)
+        t = time.perf_counter()
+        w.option("userMetadata", commit_tag("bench-anatomy-job", i, "r")).save(path)
+        return time.perf_counter() - t
 
     def verify(i):
         assert m.commits_since(versions[i], commit_tag("bench-anatomy-job", i, "r")) == [rows_per_commit]
 
-    out["commit_append_only_s"] = [round(timed(lambda: append_n(i))[0], 3) for i in range(3)]
+    out["commit_append_only_s"] = [round(append_n(i), 3) for i in range(3)]
     out["commit_verify_s"] = [round(timed(lambda: verify(i))[0], 3) for i in range(3)]
+    # the same append without txnAppId (no fencing: only to show what Delta's transaction-id lookup costs),
+    # and with the ids resolved beforehand by Manifest.warm_commit
+    out["commit_append_no_txn_s"] = [round(append_n(3 + i, txn=False), 3) for i in range(3)]
+    out["commit_append_warm_s"] = [round(append_n(6 + i, warm=True), 3) for i in range(3)]
 
     # next-offset lookup: cold (DeltaLog cache dropped: log + checkpoint replay) and warm
     jvm_deltalog = spark._jvm.org.apache.spark.sql.delta.DeltaLog
@@ -617,6 +627,15 @@ def main(argv=None) -> int:
                                     "sink": round(METER.foreign_pct(c1), 1)},
             })
 
+        # what the headers column alone costs the read (store.kafka.headers=true; the records have no headers)
+        hdr_floor = None
+        if "json" in formats:
+            hdr_cfg = sink_config("json", "floor-headers", servers, f"file://{work}/store", f"{work}/warm/manifest-json",
+                                  a.flush_size, {"store.kafka.headers": "true", "headers.format.class": "json"})
+            hdr_floor = (round(floor_read(spark, hdr_cfg, n), 2),
+                         next(r["floor_s"] for r in results if r["format"] == "json"))
+            log(f"read floor json with the headers column: {hdr_floor[0]:.1f}s (without: {hdr_floor[1]:.1f}s)")
+
         man = None
         if not a.skip_manifest and a.manifest_rows > 0:
             per_batch = next((r["sink_objects"] for r in results if r["destination"].startswith("local")), 20) or 20
@@ -656,6 +675,9 @@ def main(argv=None) -> int:
     print("targets: lakesink >= 1.0x plain Spark per format, >= 0.7x bare read; lookup <= 2 s at 1M rows")
     print("floor = the sink's own Kafka read handed to Python workers that only count (no write, no manifest): "
           "the ceiling of any sink whose writers run in Python on the executors")
+    if hdr_floor:
+        print(f"read floor of the json topic with the headers column (store.kafka.headers=true, records without "
+              f"headers): {hdr_floor[0]:.2f}s; without it: {hdr_floor[1]:.2f}s")
     print("other CPU % = share of the machine's CPU used by processes outside this benchmark during the bare read /"
           " plain Spark / lakesink runs")
     worst = max([max(r["foreign_cpu_pct"].values()) for r in results] + [man["foreign_cpu_pct"] if man else 0])
@@ -674,6 +696,9 @@ def main(argv=None) -> int:
               f"its two halves measured apart: Delta append (createDataFrame + write) median "
               f"{statistics.median(man['commit_append_only_s']):.2f}s, verification (the commit found in the table "
               f"history) median {statistics.median(man['commit_verify_s']):.2f}s")
+        print(f"  the Delta append without txnAppId (unfenced, for comparison) median "
+              f"{statistics.median(man['commit_append_no_txn_s']):.2f}s; with txnAppId after Manifest.warm_commit "
+              f"(as the sink commits) median {statistics.median(man['commit_append_warm_s']):.2f}s")
         print(f"  next-offset lookup Manifest.snapshot({man['lookup_job']!r}) ({man['lookup_job_rows']:,} rows of that job, "
               f"{man['lookup_parts']} partitions): "
               f"cold {statistics.median(man['lookup_cold_s']):.2f}s (median of {len(man['lookup_cold_s'])}, "
@@ -688,6 +713,7 @@ def main(argv=None) -> int:
         "flush_size": a.flush_size, "cpus": os.cpu_count(), "master": "local[2]",
         "value_bytes": value_bytes, "bare_read_s": {t: round(v, 2) for t, v in bare.items()},
         "rows": results, "manifest": man, "total_s": round(total),
+        "floor_json_with_headers_s": hdr_floor[0] if hdr_floor else None,
         "loadavg_start": load_start[0], "loadavg_end": load_end[0],
     }, indent=2) + "\n")
     print(f"wrote {RESULTS}")
