@@ -18,7 +18,7 @@ from lakesink.errors import LakesinkError
 from lakesink.formats.base import RecordView
 from lakesink.records import SinkRecord
 from lakesink.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
-from lakesink.store import ObjectStore, PendingWrite, WrittenObject
+from lakesink.store import ObjectStore, PendingWrite, WrittenObject, upload_metadata
 
 
 class ArchiveConsistencyError(LakesinkError):
@@ -195,8 +195,7 @@ class PartitionArchiver:
     def _open_file(self, encoded: str, start_offset: int) -> _OpenFile:
         vfmt = self.formats[RecordView.VALUE]
         key = self._naming.value_key(self.naming, self.topic, self.partition, encoded, start_offset, vfmt.extension)
-        meta = {"lakesink-job": self.ctx.job, "lakesink-run-id": self.ctx.run_id,
-                "lakesink-batch-id": str(self.ctx.batch_id)}
+        meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
         writers: dict[RecordView, tuple[Any, Any]] = {}
         for view, fmt in self.formats.items():
             k = key if view is RecordView.VALUE else \
@@ -223,7 +222,8 @@ class PartitionArchiver:
                 results[view] = ow.commit()
                 for suffix, data in fw.side_files().items():
                     skey = self._naming.index_key(f.key, vext) if suffix == ".index.json" else f.key + suffix
-                    side.append(self._side("index", self.store.put_bytes(skey, data)))
+                    meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
+                    side.append(self._side("index", self.store.put_bytes(skey, data, meta)))
             value = results.pop(RecordView.VALUE)
             side = [self._side(view.value, res) for view, res in results.items()] + side
             self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, side))

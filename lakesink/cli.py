@@ -44,13 +44,21 @@ def _cmd_vacuum(args) -> int:
 
     cfg = _load(args.config)
     spark = _session(cfg, args.master)
-    report = vacuum(spark, cfg, retention_s=parse_interval(args.retention), execute=args.execute)
     store = open_store(StoreSettings.from_config(cfg))
+    named = [_key_of(store, k) for k in args.delete_unknown]
+    report = vacuum(spark, cfg, retention_s=parse_interval(args.retention), execute=args.execute,
+                    also_delete=named)
     for line in report.lines(store.uri):
         print(line)
     if not args.execute and (report.orphans or report.uploads):
         print("dry run: pass --execute to delete")
     return 0
+
+
+def _key_of(store, text: str) -> str:
+    """A key given as the key itself or as the URI vacuum printed for it."""
+    uri = store.uri("")
+    return text[len(uri):] if text.startswith(uri) else text
 
 
 def _cmd_check(args) -> int:
@@ -82,6 +90,9 @@ def _add_vacuum(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", required=True)
     p.add_argument("--retention", default="24h", help="only orphans older than this (default 24h)")
     p.add_argument("--execute", action="store_true", help="delete; without it, a dry run")
+    p.add_argument("--delete-unknown", action="append", default=[], metavar="KEY",
+                   help="also delete this unreferenced object although it is not recognisably this job's "
+                        "upload (a key or URI that vacuum listed as unknown; repeatable)")
     p.add_argument("--master", default=None)
     p.set_defaults(func=_cmd_vacuum)
 

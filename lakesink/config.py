@@ -128,8 +128,35 @@ _SECRET_RE = re.compile(r"(password|secret|jaas|credential|token|user\.info|priv
 _EXPLICIT_SECRETS = {"aws.access.key.id", "aws.secret.access.key"}
 
 
+_SECRET_WORDS = ("password", "secret", "jaas", "credential", "credentials", "token", "passwd")
+
+
 def _is_secret(key: str) -> bool:
-    return key in _EXPLICIT_SECRETS or bool(_SECRET_RE.search(key))
+    """A key whose value must never be shown: a secret key, or one a typo away from being one (its
+    value is then most likely the secret itself)."""
+    if key in _EXPLICIT_SECRETS or _SECRET_RE.search(key):
+        return True
+    if any(_edits(key, s) <= 2 for s in _EXPLICIT_SECRETS):
+        return True
+    return any(_edits(seg, w) <= 1 for seg in re.split(r"[._-]", key.lower()) if len(seg) >= 4
+               for w in _SECRET_WORDS)
+
+
+def _edits(a: str, b: str) -> int:
+    """Optimal-string-alignment distance (insert, delete, substitute, swap adjacent), capped at 3."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return min(prev[-1], 3)
 
 
 def _redact_url(url: str) -> str:

@@ -52,3 +52,8 @@ class EncodeError(RecordError):
 
 class KeyNameError(LakesinkError):
     """An object key that lakesink did not build, or a name that would escape topics.dir."""
+
+
+class KeyConflictError(LakesinkError):
+    """A key this job writes already holds an object that belongs to another job (or was not written
+    by lakesink): it is never replaced or deleted; the batch commits nothing."""

@@ -137,6 +137,17 @@ class Manifest:
                     raise ManifestError(f"cannot create manifest table {self.location}: {_first_line(e)}") from None
                 time.sleep(0.5 * (attempt + 1))
 
+    def exists(self) -> bool:
+        """Whether the table exists yet (a job that never ran has none)."""
+        from delta.tables import DeltaTable
+
+        try:
+            if _is_path(self.location):
+                return bool(DeltaTable.isDeltaTable(self.spark, self.location))
+            return bool(self.spark.catalog.tableExists(self.location))
+        except Exception as e:  # noqa: BLE001
+            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
     def df(self) -> "DataFrame":
         if _is_path(self.location):
             return self.spark.read.format("delta").load(self.location)
@@ -175,17 +186,27 @@ class Manifest:
         keys.update(r.k for r in side)
         return keys
 
-    def committed_among(self, job: str, keys: set[str]) -> set[str]:
-        """The subset of ``keys`` (value or side-file keys) that rows of ``job`` reference: one query."""
+    def topics(self, job: str) -> set[str]:
+        """Every topic ``job`` has rows for."""
+        from pyspark.sql import functions as F
+
+        return {r.topic for r in self.df().where(F.col("job") == job).select("topic").distinct().collect()}
+
+    def committed_owners(self, keys: set[str]) -> dict[str, set[str]]:
+        """For each of ``keys`` (value or side-file keys) that any row references: the jobs whose rows
+        do. One query; keys no row references are absent."""
         from pyspark.sql import functions as F
 
         if not keys:
-            return set()
+            return {}
         wanted = list(keys)
-        df = self.df().where((F.col("job") == job) & (F.col("kind") == "object"))
-        values = df.where(F.col("object_key").isin(wanted)).select(F.col("object_key").alias("k"))
-        sides = (df.select(F.explode("side_files.key").alias("k")).where(F.col("k").isin(wanted)))
-        return {r.k for r in values.union(sides).distinct().collect()}
+        df = self.df().where(F.col("kind") == "object")
+        values = df.where(F.col("object_key").isin(wanted)).select("job", F.col("object_key").alias("k"))
+        sides = (df.select("job", F.explode("side_files.key").alias("k")).where(F.col("k").isin(wanted)))
+        owners: dict[str, set[str]] = {}
+        for r in values.union(sides).distinct().collect():
+            owners.setdefault(r.k, set()).add(r.job)
+        return owners
 
     # -- commit
     def commit(self, job: str, batch_id: int, run_id: str, rows: Iterable[dict]) -> int:

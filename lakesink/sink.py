@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from lakesink.errors import LakesinkError
+from lakesink.errors import KeyConflictError, LakesinkError
 from lakesink.manifest import FencedError, Manifest, ManifestError
 
 log = logging.getLogger("lakesink.sink")
@@ -393,17 +393,44 @@ class SinkJob:
                     pend.append(holder)
         if not pend:
             return
-        committed = sorted(self.manifest.committed_among(self.cfg.name, {h["_pending"]["key"] for h in pend}))
+        keys = {h["_pending"]["key"] for h in pend}
+        owners = self.manifest.committed_owners(keys)
         pendings = {h["_pending"]["key"]: PendingWrite(
             h["_pending"]["key"], h["_pending"]["existing_etag"], h["_pending"]["size"], h["_pending"]["token"],
             tuple(tuple(p) for p in h["_pending"]["parts"]), h["_pending"].get("etag"),
             tuple(h["_pending"].get("content_etags") or ())) for h in pend}
-        if committed:
+
+        def give_up(error: LakesinkError):
             for p in pendings.values():
                 self.store.abort_pending(p)
-            raise FencedError(
+            raise error
+
+        job = self.cfg.name
+        others = {k: sorted(js - {job}) for k, js in owners.items() if js - {job}}
+        if others:
+            key, jobs = sorted(others.items())[0]
+            give_up(KeyConflictError(
+                f"{self.store.uri(key)} is committed in the manifest by job {jobs[0]!r}, and job {job!r} writes the "
+                f"same key: two jobs archiving one topic need distinct topics.dir (or buckets); nothing was "
+                f"committed"))
+        if owners:
+            committed = sorted(owners)
+            give_up(FencedError(
                 f"object(s) {', '.join(committed[:3])} are already committed in the manifest by another run of job "
-                f"{self.cfg.name!r}: this run is behind (a zombie or a concurrent run); nothing was committed")
+                f"{job!r}: this run is behind (a zombie or a concurrent run); nothing was committed"))
+        # Not in this manifest: replace (or adopt) only an orphan of this job's own failed runs. An object
+        # uploaded by another job (another manifest) or by another writer (Confluent's sink, a user) is kept.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
+            heads = list(pool.map(self.store.head, sorted(keys)))
+        for key, info in zip(sorted(keys), heads):
+            if info is not None and info.owner != job:
+                whose = f"job {info.owner!r}" if info.owner else "a writer other than lakesink"
+                give_up(KeyConflictError(
+                    f"{self.store.uri(key)} already exists, uploaded by {whose}, and job {job!r} writes the same "
+                    f"key: it is not replaced (give this job its own topics.dir or bucket, or remove the object "
+                    f"if it is garbage); nothing was committed"))
         for h in pend:
             p = pendings[h["_pending"]["key"]]
             if p.same_content:  # a replay wrote the very same bytes: keep that object, replace nothing

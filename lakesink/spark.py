@@ -67,7 +67,8 @@ class S3Settings:
     __str__ = __repr__
 
     def hadoop_conf(self) -> dict[str, str]:
-        """The Hadoop (S3A) keys, without the ``spark.hadoop.`` prefix."""
+        """The Hadoop (S3A) keys, without the ``spark.hadoop.`` prefix and without the keys themselves
+        (:meth:`credential_conf`): these may go on a command line, credentials never do."""
         c: dict[str, str] = {
             "fs.s3.impl": S3A_FS,
             "fs.s3a.impl": S3A_FS,
@@ -80,9 +81,17 @@ class S3Settings:
             c["fs.s3a.connection.ssl.enabled"] = "false" if scheme == "http" else "true"
         if self.access_key is not None and self.secret_key is not None:
             c["fs.s3a.aws.credentials.provider"] = SIMPLE_CREDENTIALS
-            c["fs.s3a.access.key"] = self.access_key
-            c["fs.s3a.secret.key"] = self.secret_key
         return c
+
+    def credential_conf(self) -> dict[str, str]:
+        """Static keys for S3A's SimpleAWSCredentialsProvider; empty = the default credential chain.
+
+        They are set on the running JVM's Hadoop configuration (:func:`set_credentials`), never passed as
+        ``spark.hadoop.*`` builder settings: PySpark launches the JVM with every builder setting as a
+        ``--conf`` argument, readable by any local user through ``ps`` for the life of the run."""
+        if self.access_key is None or self.secret_key is None:
+            return {}
+        return {"fs.s3a.access.key": self.access_key, "fs.s3a.secret.key": self.secret_key}
 
     def boto3_kwargs(self) -> dict:
         """Keyword arguments for ``boto3.client("s3", **kw)`` (path-style addressing when asked)."""
@@ -145,6 +154,8 @@ def get_spark(
         if s3 is not None:
             settings.update(s3.hadoop_conf())
         _apply_where_unset(spark, settings, dict(conf or {}))
+        if s3 is not None and not _has_credentials(spark):
+            set_credentials(spark, s3.credential_conf())
         return spark
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -166,7 +177,32 @@ def get_spark(
             builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, str(value))
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if s3 is not None:
+        set_credentials(spark, s3.credential_conf())
+    return spark
+
+
+def set_credentials(spark: "SparkSession", creds: dict[str, str]) -> None:
+    """Put S3A credentials on the SparkContext's Hadoop configuration (through py4j, not argv).
+
+    Every Hadoop configuration Spark and Delta build for a read, a write or a table log starts from
+    this one, and tasks carry it to executors, so S3A's SimpleAWSCredentialsProvider finds the keys on
+    every node. It is not a Spark property: the UI's and event log's Spark properties never hold it
+    (their Hadoop properties are redacted by ``spark.redaction.regex``). Without JVM access (Spark
+    Connect) the keys go into the session conf, which Spark redacts likewise.
+    """
+    if not creds:
+        return
+    try:
+        jconf = spark.sparkContext._jsc.hadoopConfiguration()  # classic PySpark only
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        jconf = None
+    for key, value in creds.items():
+        if jconf is not None:
+            jconf.set(key, value)
+        else:
+            _try_set(spark, key, value)
 
 
 def _apply_where_unset(spark: "SparkSession", hadoop: dict[str, str], conf: dict) -> None:
@@ -184,6 +220,14 @@ def _apply_where_unset(spark: "SparkSession", hadoop: dict[str, str], conf: dict
     for key, value in conf.items():
         if spark.conf.get(key, None) is None:
             _try_set(spark, key, str(value))
+
+
+def _has_credentials(spark: "SparkSession") -> bool:
+    """The cluster already configured S3A keys (then ours are not applied, like every other setting)."""
+    try:
+        return spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.access.key") is not None
+    except Exception:  # noqa: BLE001
+        return spark.conf.get("fs.s3a.access.key", None) is not None
 
 
 def _try_set(spark: "SparkSession", key: str, value: str) -> None:
@@ -205,4 +249,5 @@ def s3_settings_for(cfg) -> S3Settings | None:
                       path_style=cfg.s3_path_style_access)
 
 
-__all__ = ["S3Settings", "get_spark", "s3_settings_for", "default_jars_dir", "JARS_ENV", "CLUSTER_ENV"]
+__all__ = ["S3Settings", "get_spark", "set_credentials", "s3_settings_for", "default_jars_dir", "JARS_ENV",
+           "CLUSTER_ENV"]

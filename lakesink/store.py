@@ -32,6 +32,17 @@ T = TypeVar("T")
 
 MIN_PART_SIZE = 5 * 1024 * 1024
 TEMP_MARKER = ".lakesink-tmp-"
+# User metadata every lakesink upload carries (S3 ``x-amz-meta-*``; local files: ``user.*`` xattrs).
+# It is how vacuum and conflict resolution tell this job's orphans from anyone else's objects.
+OWNER_KEY = "lakesink-job"
+RUN_KEY = "lakesink-run-id"
+BATCH_KEY = "lakesink-batch-id"
+_XATTR_PREFIX = "user."
+
+
+def upload_metadata(job: str, run_id: str, batch_id: int) -> dict[str, str]:
+    """The metadata of one upload of ``job``'s run ``run_id``, batch ``batch_id``."""
+    return {OWNER_KEY: job, RUN_KEY: run_id, BATCH_KEY: str(batch_id)}
 
 
 class StoreError(LakesinkError):
@@ -96,6 +107,12 @@ class ObjectInfo:
     etag: str
     last_modified: float  # epoch seconds
     version_id: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)  # user metadata; ``head()`` only, not ``list()``
+
+    @property
+    def owner(self) -> str | None:
+        """The lakesink job that uploaded this object (its ``lakesink-job`` metadata), if any."""
+        return self.metadata.get(OWNER_KEY)
 
 
 @dataclass(frozen=True)
@@ -181,6 +198,13 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None: ...
 
+    def list_uploads(self, prefix: str = "") -> Iterator[tuple[str, str, float]]:
+        """Open multipart uploads under ``prefix``: (key, upload id, initiated epoch seconds)."""
+        return iter(())
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Abort one open multipart upload (never touches a stored object)."""
+
     def put_bytes(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> WrittenObject | PendingWrite:
         w = self.open_writer(key, metadata)
         try:
@@ -219,7 +243,7 @@ class LocalStore(ObjectStore):
         return "file://" + self._path(key)
 
     def open_writer(self, key: str, metadata: dict[str, str] | None = None) -> ObjectWriter:
-        return _LocalWriter(self, key)
+        return _LocalWriter(self, key, metadata or {})
 
     def finish_pending(self, pending: PendingWrite) -> WrittenObject:
         path = self._path(pending.key)
@@ -243,7 +267,7 @@ class LocalStore(ObjectStore):
             st = os.stat(path)
         except FileNotFoundError:
             return None
-        return ObjectInfo(key, st.st_size, _md5_file(path), st.st_mtime)
+        return ObjectInfo(key, st.st_size, _md5_file(path), st.st_mtime, metadata=_read_xattrs(path))
 
     def read(self, key, etag=None, version_id=None, byte_range=None) -> bytes:
         path = self._path(key)
@@ -276,6 +300,25 @@ class LocalStore(ObjectStore):
             pass
 
 
+def _write_xattrs(path: str, metadata: dict[str, str]) -> None:
+    """Store user metadata as ``user.*`` extended attributes (skipped where the file system has none:
+    such objects are then not recognisably lakesink's, and vacuum reports them as unknown)."""
+    for k, v in metadata.items():
+        try:
+            os.setxattr(path, _XATTR_PREFIX + k, v.encode("utf-8"))
+        except (OSError, AttributeError):
+            return
+
+
+def _read_xattrs(path: str) -> dict[str, str]:
+    try:
+        names = os.listxattr(path)
+        return {n[len(_XATTR_PREFIX):]: os.getxattr(path, n).decode("utf-8", "replace")
+                for n in names if n.startswith(_XATTR_PREFIX)}
+    except (OSError, AttributeError):
+        return {}
+
+
 def _md5_file(path: str) -> str:
     h = hashlib.md5()
     with open(path, "rb") as f:
@@ -285,7 +328,7 @@ def _md5_file(path: str) -> str:
 
 
 class _LocalWriter(ObjectWriter):
-    def __init__(self, store: LocalStore, key: str):
+    def __init__(self, store: LocalStore, key: str, metadata: dict[str, str]):
         super().__init__()
         self.store, self.key = store, key
         self.path = store._path(key)
@@ -293,6 +336,7 @@ class _LocalWriter(ObjectWriter):
         os.makedirs(d, exist_ok=True)
         self.tmp = os.path.join(d, f".{os.path.basename(self.path)}{TEMP_MARKER}{uuid.uuid4().hex}")
         self.f = open(self.tmp, "wb")
+        _write_xattrs(self.tmp, metadata)  # travels with the inode through link/replace
         self.md5 = hashlib.md5()
         self.size = 0
 
@@ -423,13 +467,19 @@ class S3Store(ObjectStore):
     def head(self, key: str) -> ObjectInfo | None:
         from botocore.exceptions import ClientError
 
-        try:
-            r = self.client.head_object(Bucket=self.settings.bucket, Key=key)
-        except ClientError as e:
-            if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                return None
-            raise _client_error("HeadObject", self.uri(key), e) from None
-        return ObjectInfo(key, r["ContentLength"], _strip(r["ETag"]), r["LastModified"].timestamp(), r.get("VersionId"))
+        def once():
+            try:
+                return self.client.head_object(Bucket=self.settings.bucket, Key=key)
+            except ClientError as e:
+                if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                    return None
+                raise
+
+        r = self.call("HeadObject", key, once)
+        if r is None:
+            return None
+        return ObjectInfo(key, r["ContentLength"], _strip(r["ETag"]), r["LastModified"].timestamp(),
+                          r.get("VersionId"), dict(r.get("Metadata") or {}))
 
     def read(self, key, etag=None, version_id=None, byte_range=None) -> bytes:
         kw: dict = {"Bucket": self.settings.bucket, "Key": key}
@@ -462,6 +512,9 @@ class S3Store(ObjectStore):
 
     def delete(self, key: str) -> None:
         self.call("DeleteObject", key, lambda: self.client.delete_object(Bucket=self.settings.bucket, Key=key))
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        self.abort_pending(PendingWrite(key, "", 0, upload_id))
 
 
 def _client_error(what: str, uri: str, e) -> StoreError:

@@ -172,10 +172,11 @@ def write_config(tmp_path, cfg: dict, name: str = "sink.json") -> str:
     return str(path)
 
 
-def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240, log_path=None):
+def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240, log_path=None, watch=None):
     """Run ``python -m lakesink.cli ARGS`` in its own process group; after it exits, kill whatever it left
     (its Spark JVM and Python workers) so nothing of the dead run keeps writing, and remove its Spark
-    scratch directories (a SIGKILLed driver leaves ~700 MB of copied jars behind). Returns (returncode, output)."""
+    scratch directories (a SIGKILLed driver leaves ~700 MB of copied jars behind). Returns (returncode, output).
+    ``watch(pgid)``, if given, is called every 50 ms while the run is alive."""
     import os
     import shutil
     import signal
@@ -191,7 +192,15 @@ def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240
         proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", *args], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            rc = proc.wait(timeout=timeout)
+            if watch is None:
+                rc = proc.wait(timeout=timeout)
+            else:
+                deadline = time.monotonic() + timeout
+                while (rc := proc.poll()) is None:
+                    if time.monotonic() > deadline:
+                        raise subprocess.TimeoutExpired(proc.args, timeout)
+                    watch(proc.pid)
+                    time.sleep(0.05)
         finally:
             # the group id is the pid of the process we started (start_new_session)
             try:
@@ -223,3 +232,26 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
+
+
+def process_tree(pgid: int) -> list[int]:
+    """Pids of the process group ``pgid`` and of every descendant of its leader (whatever their group)."""
+    import os
+
+    parent, group = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(pid)], group[int(pid)] = int(fields[1]), int(fields[2])
+    tree = {p for p, g in group.items() if g == pgid} | {pgid}
+    grew = True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sorted(p for p in tree if p in parent)

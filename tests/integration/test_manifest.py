@@ -42,8 +42,11 @@ def test_commit_and_next_offsets(manifest):
     assert "topics/t/partition=0/t+0+0000000010.avro" in keys and "topics/t/partition=0/t+0+0000000000.avro.keys" in keys
     asked = {"topics/t/partition=0/t+0+0000000000.avro.keys", "topics/t/partition=0/t+0+0000000010.avro",
              "topics/t/partition=0/t+0+0000000020.avro"}
-    assert manifest.committed_among("job", asked) == asked - {"topics/t/partition=0/t+0+0000000020.avro"}
-    assert manifest.committed_among("other-job", asked) == set()
+    assert manifest.committed_owners(asked) == {k: {"job"} for k in asked - {"topics/t/partition=0/t+0+0000000020.avro"}}
+    manifest.commit("other-job", 0, "run-b", _rows("t", 0, 0, 9, "topics/t/partition=0/t+0+0000000000.avro"))
+    owners = manifest.committed_owners({"topics/t/partition=0/t+0+0000000000.avro", "nothing"})
+    assert owners == {"topics/t/partition=0/t+0+0000000000.avro": {"job", "other-job"}}
+    assert manifest.committed_owners(set()) == {}
 
 
 def test_second_commit_of_a_batch_is_fenced_and_adds_nothing(manifest):

@@ -291,6 +291,23 @@ def test_secrets_masked_in_errors() -> None:
     assert "did you mean 'aws.secret.access.key'" in str(ei.value)
 
 
+@pytest.mark.parametrize("typo", ["aws.secert.access.key", "aws.secret.acess.key", "aws.scret.access.key",
+                                  "aws.access.key.di", "aws.secret.access.kye", "ssl.keystore.pasword",
+                                  "sasl.jass.config", "aws_secret_access_key"])
+def test_values_of_keys_a_typo_away_from_a_secret_are_masked(typo) -> None:
+    """A mistyped secret key still holds the secret: its value never appears in the did-you-mean error."""
+    with pytest.raises(ConfigError) as ei:
+        SinkConfig.from_dict({**BASE, typo: SECRET})
+    text = str(ei.value)
+    assert SECRET not in text and typo in text and "******" in text
+
+
+def test_ordinary_unknown_keys_still_show_their_value() -> None:
+    with pytest.raises(ConfigError) as ei:
+        SinkConfig.from_dict({**BASE, "flush.sise": "1000"})
+    assert "flush.sise='1000'" in str(ei.value) and "did you mean 'flush.size'" in str(ei.value)
+
+
 def test_config_is_frozen_and_picklable() -> None:
     c = cfg(**{"aws.secret.access.key": SECRET, "aws.access.key.id": "A"})
     with pytest.raises(Exception):

@@ -114,6 +114,11 @@ def test_s3_settings_hadoop_conf():
     assert c["fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     assert c["fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
     assert c["fs.s3a.endpoint.region"] == "us-east-1"
+    # the keys never travel with the builder settings (PySpark puts those on the JVM's command line)
+    assert "ak" not in c.values() and "sk" not in c.values()
+    assert S3Settings("http://127.0.0.1:9000", "ak", "sk").credential_conf() == {
+        "fs.s3a.access.key": "ak", "fs.s3a.secret.key": "sk"}
+    assert S3Settings("http://127.0.0.1:9000").credential_conf() == {}
     aws = S3Settings(region="eu-west-1", path_style=False).hadoop_conf()
     assert "fs.s3a.endpoint" not in aws and "fs.s3a.access.key" not in aws
     assert aws["fs.s3a.path.style.access"] == "false"

@@ -71,3 +71,17 @@ def test_same_content_is_adopted_not_replaced(store):
     assert kept.etag == first.etag and store.head("k/a.bin").last_modified == mtime
     assert [o.key for o in store.list("k/")] == ["k/a.bin"]  # our staged copy is gone
     assert not store.put_bytes("k/a.bin", b"other bytes").same_content
+
+
+def test_upload_metadata_names_the_owner_and_survives_a_pending_replace(store):
+    from lakesink.store import upload_metadata
+
+    store.put_bytes("k/a.bin", b"theirs", upload_metadata("job-b", "run-1", 0))
+    assert store.head("k/a.bin").owner == "job-b"
+    assert store.head("k/a.bin").metadata == {"lakesink-job": "job-b", "lakesink-run-id": "run-1",
+                                              "lakesink-batch-id": "0"}
+    p = store.put_bytes("k/a.bin", b"ours", upload_metadata("job-a", "run-2", 3))
+    store.finish_pending(p)
+    assert store.head("k/a.bin").owner == "job-a" and store.read("k/a.bin") == b"ours"
+    store.put_bytes("k/plain.bin", b"x")
+    assert store.head("k/plain.bin").owner is None
