@@ -1,4 +1,4 @@
-"""Executor hot path throughput without Spark or Kafka: records/s of ``_archive_partitions``.
+"""Executor hot path throughput without Spark or Kafka: records/s of ``archive_partitions``.
 
     PYTHONPATH=. .venv/bin/python bench/archiver.py [--records N] [--flush-size F] [--formats avro,json,..]
     LAKESINK_SRC=/path/to/other/checkout .venv/bin/python bench/archiver.py   # the same on another tree
@@ -6,7 +6,7 @@
 One Kafka partition of N records (the values of ``bench/sink.py``: bare Avro of its ``AVRO_SCHEMA`` read
 with an inline ``value.schema`` for avro/parquet; compact JSON text for json/bytearray; null keys, no
 headers) is built once as Arrow record batches shaped like Spark's Kafka source (10,000 rows each, what
-``mapInArrow`` hands the function by default), then fed to ``lakesink.sink._archive_partitions`` with a
+``mapInArrow`` hands the function by default), then fed to ``lakesink.executor.task.archive_partitions`` with a
 ``file://`` store in a temp dir: decoding, record building, rotation, format writers, object uploads and
 manifest rows, i.e. everything an executor does. Best of ``--repeat``. Prints records/s per format and,
 with ``--check``, a digest of the objects and manifest rows (to compare two source trees byte for byte).
@@ -67,7 +67,7 @@ def make_batches(fmt: str, n: int, chunk: int = 10_000, kh: bool = False,
                                  for i in range(s, s + m)], HEADERS_TYPE),
         }))
         if canonical is not None:
-            from lakesink.columnar import CANONICAL
+            from lakesink.executor.columnar import CANONICAL
 
             out[-1] = out[-1].append_column(CANONICAL, pa.array(canonical[s:s + m], pa.bool_()))
     return out
@@ -101,10 +101,10 @@ def digest(store_dir: Path, rows: list) -> str:
 
 
 def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = None, columnar: bool = False):
-    from lakesink.archiver import BatchContext
-    from lakesink.columnar import ColumnarPlan
+    from lakesink.executor.archiver import BatchContext
+    from lakesink.executor.columnar import ColumnarPlan
     from lakesink.config import SinkConfig
-    from lakesink.sink import _archive_partitions
+    from lakesink.executor.task import archive_partitions
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-arch-"))
     try:
@@ -114,7 +114,7 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = No
                            flush_tail=True)
         t = time.process_time()  # CPU time: robust to other load on the machine
         plan = ColumnarPlan.for_config(cfg) if columnar else None
-        out = list(_archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
+        out = list(archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
         dt = time.process_time() - t
         rows = out[0].column("row").to_pylist() if out else []
         return dt, rows, digest(work / "store", [r for r in rows if '"_status"' not in r])
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--formats", default=",".join(bench_sink.FORMATS))
     ap.add_argument("--check", action="store_true", help="print a digest of objects + manifest rows")
     ap.add_argument("--columnar", action="store_true",
-                    help="the columnar path (lakesink.columnar) where the config allows it, as the sink takes it")
+                    help="the columnar path (lakesink.executor.columnar) where the config allows it, as the sink takes it")
     ap.add_argument("--keys-headers", action="store_true",
                     help="records with keys and headers, stored as .keys/.headers objects too")
     a = ap.parse_args(argv)

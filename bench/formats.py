@@ -28,10 +28,10 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from isal import igzip  # noqa: E402
 
-from lakesink.formats import create  # noqa: E402
-from lakesink.formats.parquet import PAGE_SIZE  # noqa: E402
-from lakesink.records import SinkRecord  # noqa: E402
-from lakesink.schema import avro_to_arrow_schema, value_schema  # noqa: E402
+from lakesink.objects.formats import create  # noqa: E402
+from lakesink.objects.formats.parquet import PAGE_SIZE  # noqa: E402
+from lakesink.objects.records import SinkRecord  # noqa: E402
+from lakesink.schemas.avro import avro_to_arrow_schema, value_schema  # noqa: E402
 
 SCHEMA = {
     "type": "record", "name": "Order", "namespace": "bench",

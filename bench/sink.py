@@ -41,7 +41,7 @@ ratio = lakesink records/s / baseline records/s.
 Targets (printed, never asserted): sink >= 1.0x plain Spark per format, >= 0.7x bare read,
 lookup <= 2 s at 1M rows. The table is also written to ``bench/results/sink-latest.json``.
 
-``--profile FORMAT`` instead runs the executor-side archive function (``lakesink.sink._archive_partitions``)
+``--profile FORMAT`` instead runs the executor-side archive function (``lakesink.executor.task.archive_partitions``)
 in this process under cProfile over one partition (to a local store) and prints the top functions.
 """
 from __future__ import annotations
@@ -275,7 +275,7 @@ def floor_read(spark, cfg_dict: dict, n: int) -> float:
     only count the rows. No object, no manifest: what any sink running Python on the executors
     pays before it writes a byte."""
     from lakesink.config import SinkConfig
-    from lakesink.sink import SinkJob
+    from lakesink.driver.sink import SinkJob
 
     job = SinkJob(spark, SinkConfig.from_dict(cfg_dict))
     plans, _skipped, _ksnap, _batch = job.plan()
@@ -296,7 +296,7 @@ def floor_read(spark, cfg_dict: dict, n: int) -> float:
 
 def run_sink(spark, cfg_dict: dict):
     from lakesink.config import SinkConfig
-    from lakesink.sink import SinkJob
+    from lakesink.driver.sink import SinkJob
 
     t = time.perf_counter()
     job = SinkJob(spark, SinkConfig.from_dict(cfg_dict))
@@ -453,10 +453,10 @@ def manifest_bench(spark, path: str, rows: int, appends: int, commits: int, rows
 
 def profile(fmt: str, records: int, flush_size: int) -> None:
     """Run the executor-side archive body in this process under cProfile (stack, one partition)."""
-    from lakesink.archiver import BatchContext
+    from lakesink.executor.archiver import BatchContext
     from lakesink.config import SinkConfig
     from lakesink.devstack.kafka import KafkaBroker
-    from lakesink.sink import _archive_partitions
+    from lakesink.executor.task import archive_partitions
     from lakesink.spark import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-prof-"))
@@ -482,7 +482,7 @@ def profile(fmt: str, records: int, flush_size: int) -> None:
         prof = cProfile.Profile()
         t = time.perf_counter()
         prof.enable()
-        out = list(_archive_partitions(iter(batches), cfg, ctx, {(topic, 0): (0, per)}))
+        out = list(archive_partitions(iter(batches), cfg, ctx, {(topic, 0): (0, per)}))
         prof.disable()
         dt_ = time.perf_counter() - t
         spark.stop()
@@ -547,7 +547,7 @@ def main(argv=None) -> int:
             log(f"produced {n:,} records to {topic}: {value_bytes[topic] / n:.0f} B/value, "
                 f"{produce_s[topic]:.1f}s")
 
-        from lakesink.kafka_admin import KafkaMetadata
+        from lakesink.driver.kafka_admin import KafkaMetadata
 
         snap = KafkaMetadata({"bootstrap.servers": servers}).snapshot(topics)
         ends = {t: {p: snap.bounds[(t, p)].latest for p in range(PARTITIONS)} for t in topics}

@@ -1,2 +1,34 @@
-"""lakesink: Kafka → S3 archives with Confluent S3-sink naming and a Delta manifest."""
+"""lakesink: Kafka → S3 archives with Confluent S3-sink naming and a Delta manifest.
+
+The notebook API is importable from here (``from lakesink import run, get_spark, load_config``); each
+name is loaded on first use, so ``import lakesink`` stays cheap (no Spark, no boto3)."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "run": "lakesink.driver.sink",
+    "SinkJob": "lakesink.driver.sink",
+    "BatchResult": "lakesink.driver.sink",
+    "vacuum": "lakesink.driver.vacuum",
+    "get_spark": "lakesink.spark",
+    "load_config": "lakesink.config",
+    "SinkConfig": "lakesink.config",
+    "Manifest": "lakesink.manifest",
+    "LakesinkError": "lakesink.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lakesink' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -12,7 +12,7 @@
   text, dict, or .avsc path) either for bare Avro binary (``wire_format=False``) or for wire-format
   bytes whose id is then NOT checked (ValueSchema without id/subject/version).
 
-Avro values are *raw* (no logical-type conversion; see :mod:`lakesink.schema`) and unions decode
+Avro values are *raw* (no logical-type conversion; see :mod:`lakesink.schemas.avro`) and unions decode
 to the bare branch value. A payload with trailing bytes is rejected: the Avro format's fast path
 copies payloads into container blocks verbatim, so they must be exactly one datum.
 Registry lookups are cached per schema id; subject/version come from ``lookup_schema`` under the
@@ -28,9 +28,9 @@ from typing import Any, Callable, Sequence
 
 import fastavro
 
-from .errors import DecodeError, LakesinkError
-from .records import ValueSchema
-from .schema import SchemaError, parse_schema, raw_reader_schema, value_schema
+from lakesink.errors import DecodeError, LakesinkError, SchemaError
+from lakesink.objects.records import ValueSchema
+from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
 
 Decoded = tuple[Any, "ValueSchema | None"]
 

@@ -57,3 +57,72 @@ class KeyNameError(LakesinkError):
 class KeyConflictError(LakesinkError):
     """A key this job writes already holds an object that belongs to another job (or was not written
     by lakesink): it is never replaced or deleted; the batch commits nothing."""
+
+
+class SchemaSwitchError(RecordError):
+    """A record switches between schema-based and schema-less data within a file."""
+
+
+class SchemaVersionError(RecordError):
+    """BACKWARD/FORWARD/FULL need Schema Registry versions on both schemas."""
+
+
+class DataLossError(LakesinkError):
+    """The manifest's next offset is below the earliest offset Kafka still has."""
+
+
+class ResumeGuardError(LakesinkError):
+    """The manifest was written against another Kafka cluster or another incarnation of a topic."""
+
+
+class BatchFailedError(LakesinkError):
+    """An executor task failed (bad record, store or Kafka error); the batch committed nothing."""
+
+
+class BatchValidationError(LakesinkError):
+    """The executors' results do not chain from the start offsets; nothing was committed."""
+
+
+class SchemaError(LakesinkError):
+    """An Avro schema that cannot be parsed or mapped."""
+
+
+class EmptyFileError(LakesinkError):
+    """close() on a writer that saw no record and cannot build a valid file without one
+    (Avro/Parquet take their schema from the first record)."""
+
+
+class DevStackError(LakesinkError):
+    """A local service (broker, S3 endpoint, Spark cluster) could not be started or stopped."""
+
+
+class ArchiveConsistencyError(LakesinkError):
+    """A commit group's objects do not account for every record read in its range."""
+
+
+class PatternError(LakesinkError):
+    """A Joda pattern, zone id or locale that lakesink cannot honour exactly."""
+
+
+class KafkaMetadataError(LakesinkError):
+    """The broker is unreachable, or a topic/partition is missing or changed."""
+
+
+class StoreError(LakesinkError):
+    """An object-store operation failed; the message names the bucket/key and the cause."""
+
+
+class ObjectChangedError(StoreError):
+    """An object no longer has the ETag/version the manifest recorded for it."""
+
+
+class PreconditionFailed(StoreError):
+    """A conditional request (If-None-Match / If-Match) was refused: HTTP 412."""
+
+
+class ManifestError(LakesinkError):
+    """The manifest cannot be read or committed, or disagrees with Kafka."""
+
+
+class FencedError(ManifestError):
+    """Another run committed this batch (or an overlapping range) first."""

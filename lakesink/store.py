@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, TypeVar
 from urllib.parse import urlparse
 
-from lakesink.errors import LakesinkError
+
+from lakesink.errors import StoreError, ObjectChangedError, PreconditionFailed
 
 T = TypeVar("T")
 
@@ -43,18 +44,6 @@ _XATTR_PREFIX = "user."
 def upload_metadata(job: str, run_id: str, batch_id: int) -> dict[str, str]:
     """The metadata of one upload of ``job``'s run ``run_id``, batch ``batch_id``."""
     return {OWNER_KEY: job, RUN_KEY: run_id, BATCH_KEY: str(batch_id)}
-
-
-class StoreError(LakesinkError):
-    """An object-store operation failed; the message names the bucket/key and the cause."""
-
-
-class ObjectChangedError(StoreError):
-    """An object no longer has the ETag/version the manifest recorded for it."""
-
-
-class PreconditionFailed(StoreError):
-    """A conditional request (If-None-Match / If-Match) was refused: HTTP 412."""
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,11 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable
 
-from lakesink.errors import LakesinkError
+
+from lakesink.errors import DevStackError
 
 MIN_JAVA = 17
 LOOPBACK = "127.0.0.1"
-
-
-class DevStackError(LakesinkError):
-    """A local service (broker, S3 endpoint, Spark cluster) could not be started or stopped."""
 
 
 def repo_root() -> Path:

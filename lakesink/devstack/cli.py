@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from lakesink.devstack import DevStackError, kill_pid, log_tail, pid_alive, port_open, spawn
+from lakesink.devstack import kill_pid, log_tail, pid_alive, port_open, spawn
+from lakesink.errors import DevStackError
 
 DEFAULT_STATE = Path(".lakesink") / "dev-stack.json"
 

@@ -20,22 +20,8 @@ import time
 import uuid
 from pathlib import Path
 
-from lakesink.devstack import (
-    LOOPBACK,
-    DevStackError,
-    check_java,
-    classpath,
-    ensure_port_free,
-    free_port,
-    jars_dir,
-    log_tail,
-    port_open,
-    register_for_exit,
-    spawn,
-    terminate,
-    unregister_for_exit,
-    wait_until,
-)
+from lakesink.devstack import (LOOPBACK, check_java, classpath, ensure_port_free, free_port, jars_dir, log_tail, port_open, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.errors import DevStackError
 
 KAFKA_JARS_ENV = "LAKESINK_KAFKA_JARS_DIR"
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")

@@ -23,19 +23,8 @@ import sys
 import threading
 from pathlib import Path
 
-from lakesink.devstack import (
-    LOOPBACK,
-    DevStackError,
-    ensure_port_free,
-    free_port,
-    log_tail,
-    port_open,
-    register_for_exit,
-    spawn,
-    terminate,
-    unregister_for_exit,
-    wait_until,
-)
+from lakesink.devstack import (LOOPBACK, ensure_port_free, free_port, log_tail, port_open, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.errors import DevStackError
 from lakesink.spark import S3Settings
 
 ACCESS_KEY = "testing"

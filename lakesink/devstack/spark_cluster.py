@@ -20,18 +20,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from lakesink.devstack import (
-    LOOPBACK,
-    DevStackError,
-    check_java,
-    free_port,
-    log_tail,
-    register_for_exit,
-    spawn,
-    terminate,
-    unregister_for_exit,
-    wait_until,
-)
+from lakesink.devstack import (LOOPBACK, check_java, free_port, log_tail, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.errors import DevStackError
 
 
 def spark_class() -> Path:

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from lakesink.devstack import DevStackError
+from lakesink.errors import DevStackError
 from lakesink.devstack.kafka import KafkaBroker
 from lakesink.devstack.s3 import S3Endpoint
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from lakesink.archive import iter_objects, read_object
-from lakesink.formats.base import RecordView
+from lakesink.driver.archive import iter_objects, read_object
+from lakesink.objects.formats.base import RecordView
 from lakesink.manifest import Manifest
 from lakesink.store import StoreSettings, open_store
 

@@ -3,7 +3,8 @@ import threading
 
 import pytest
 
-from lakesink.manifest import FencedError, Manifest
+from lakesink.manifest import Manifest
+from lakesink.errors import FencedError
 
 
 def _rows(topic, part, start, end, key=None):

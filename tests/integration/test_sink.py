@@ -7,8 +7,9 @@ import pytest
 from archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
 from lakesink.config import SinkConfig
-from lakesink.formats.base import RecordView
-from lakesink.sink import BatchFailedError, SinkJob
+from lakesink.objects.formats.base import RecordView
+from lakesink.driver.sink import SinkJob
+from lakesink.errors import BatchFailedError
 
 
 def _values(n, start=0):
@@ -83,7 +84,7 @@ def test_bad_record_fails_the_batch_and_commits_nothing(spark, kafka, s3, bucket
 
 
 def test_missing_topic_and_unreachable_broker_are_clear_errors(spark, kafka, s3, bucket, topic_name):
-    from lakesink.kafka_admin import KafkaMetadataError
+    from lakesink.errors import KafkaMetadataError
 
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name))
     with pytest.raises(KafkaMetadataError, match=rf"topic\(s\) {topic_name} do not exist"):

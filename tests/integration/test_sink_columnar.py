@@ -9,9 +9,10 @@ import fastavro
 import pytest
 from archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
-from lakesink.columnar import CANONICAL
+from lakesink.executor.columnar import CANONICAL
 from lakesink.config import SinkConfig
-from lakesink.sink import BatchFailedError, PartitionPlan, SinkJob
+from lakesink.driver.sink import PartitionPlan, SinkJob
+from lakesink.errors import BatchFailedError
 
 SCHEMA = {"type": "record", "name": "Reading", "namespace": "t",
           "fields": [{"name": "id", "type": "long"}, {"name": "site", "type": "string"},
@@ -60,7 +61,7 @@ def test_bare_avro_checked_in_the_jvm_then_copied(spark, kafka, s3, bucket, topi
 
 
 def test_parquet_rows_decoded_by_spark_equal_the_record_path(spark, kafka, s3, bucket, topic_name, monkeypatch):
-    from lakesink.columnar import DECODED, ColumnarPlan
+    from lakesink.executor.columnar import DECODED, ColumnarPlan
 
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, [datum(i) for i in range(35)], headers=False)

@@ -22,7 +22,7 @@ from archive_checks import (AVRO_SCHEMA, avro_values, base_config, check_exactly
                             manifest_rows, produce, run_cli, write_config)
 
 from lakesink.config import load_config
-from lakesink.sink import SinkJob
+from lakesink.driver.sink import SinkJob
 from lakesink.store import StoreSettings, open_store
 
 PER_PARTITION = 23

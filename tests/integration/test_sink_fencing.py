@@ -12,11 +12,11 @@ import threading
 import pytest
 from archive_checks import base_config, check_exactly_once, json_payloads, manifest_rows, produce
 
-from lakesink.archive import ArchivedObject, read_object
+from lakesink.driver.archive import ArchivedObject, read_object
 from lakesink.config import SinkConfig
-from lakesink.manifest import FencedError
-from lakesink.sink import SinkJob
-from lakesink.store import ObjectChangedError, StoreSettings, open_store
+from lakesink.errors import FencedError, ObjectChangedError
+from lakesink.driver.sink import SinkJob
+from lakesink.store import StoreSettings, open_store
 
 
 def _setup(kafka, s3, bucket, topic, per_partition=10, **over):

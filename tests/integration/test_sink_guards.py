@@ -11,7 +11,8 @@ from archive_checks import (archived_values, base_config, check_chains, check_ex
 
 from lakesink.config import SinkConfig
 from lakesink.manifest import Manifest
-from lakesink.sink import BatchFailedError, DataLossError, ResumeGuardError, SinkJob
+from lakesink.driver.sink import SinkJob
+from lakesink.errors import BatchFailedError, DataLossError, ResumeGuardError
 
 
 def _cfg(kafka, s3, bucket, topic, **over) -> SinkConfig:

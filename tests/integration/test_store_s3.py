@@ -4,8 +4,8 @@ import uuid
 
 import pytest
 
-from lakesink.store import (MIN_PART_SIZE, ObjectChangedError, PendingWrite, S3Store, StoreError, StoreSettings,
-                            WrittenObject)
+from lakesink.store import MIN_PART_SIZE, PendingWrite, S3Store, StoreSettings, WrittenObject
+from lakesink.errors import ObjectChangedError, StoreError
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from archive_checks import (archived_values, base_config, check_exactly_once, js
 
 from lakesink import cli
 from lakesink.config import load_config
-from lakesink.formats.base import RecordView
-from lakesink.sink import SinkJob
+from lakesink.objects.formats.base import RecordView
+from lakesink.driver.sink import SinkJob
 from lakesink.store import StoreSettings, open_store
-from lakesink.vacuum import vacuum
+from lakesink.driver.vacuum import vacuum
 
 
 class Crash(Exception):

@@ -8,9 +8,9 @@ from archive_checks import base_config, json_payloads, manifest_rows, produce, w
 from lakesink import cli
 from lakesink.config import load_config
 from lakesink.errors import KeyConflictError
-from lakesink.sink import SinkJob
+from lakesink.driver.sink import SinkJob
 from lakesink.store import StoreSettings, open_store
-from lakesink.vacuum import vacuum
+from lakesink.driver.vacuum import vacuum
 
 
 class Crash(Exception):

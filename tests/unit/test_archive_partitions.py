@@ -1,16 +1,16 @@
-"""The executor body (lakesink.sink._archive_partitions) on Arrow batches with a local store:
+"""The executor body (lakesink.executor.task.archive_partitions) on Arrow batches with a local store:
 its manifest rows and objects are those the pure rotation state machine predicts."""
 import json
 
 import pyarrow as pa
 import pytest
 
-from lakesink.archiver import BatchContext
+from lakesink.executor.archiver import BatchContext
 from lakesink.config import SinkConfig
 from lakesink.errors import PartitionError
-from lakesink.records import SinkRecord
-from lakesink.rotation import Commit, Rotator
-from lakesink.sink import _archive_partitions
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.rotation import Commit, Rotator
+from lakesink.executor.task import archive_partitions
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -43,7 +43,7 @@ def config(tmp_path, **extra):
 
 def run(cfg, values, chunk):
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
-    out = list(_archive_partitions(iter(batches(values, chunk)), cfg, ctx, {("t", 3): (10, 10 + len(values))}))
+    out = list(archive_partitions(iter(batches(values, chunk)), cfg, ctx, {("t", 3): (10, 10 + len(values))}))
     return [json.loads(r) for r in out[0].column("row").to_pylist()]
 
 

@@ -1,4 +1,4 @@
-"""The columnar fast path (lakesink.columnar): which configs take it, and that it writes exactly the
+"""The columnar fast path (lakesink.executor.columnar): which configs take it, and that it writes exactly the
 objects and manifest rows of the per-record path, falling back to it batch by batch."""
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from lakesink.archiver import BatchContext
-from lakesink.columnar import CANONICAL, ColumnarPlan, read_columns
+from lakesink.executor.archiver import BatchContext
+from lakesink.executor.columnar import CANONICAL, ColumnarPlan, read_columns
 from lakesink.config import SinkConfig
 from lakesink.decoders import create_decoder
 from lakesink.errors import DecodeError, PartitionError
-from lakesink.formats.avro import AvroFormat
-from lakesink.formats.bytearray import ByteArrayFormat
-from lakesink.records import SinkRecord
-from lakesink.rotation import AppendMany, AppendSpan, Commit, Rotator, RotationPolicy
-from lakesink.partitioners import DefaultPartitioner
-from lakesink.sink import _archive_partitions
+from lakesink.objects.formats.avro import AvroFormat
+from lakesink.objects.formats.bytearray import ByteArrayFormat
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.rotation import AppendMany, AppendSpan, Commit, Rotator, RotationPolicy
+from lakesink.objects.partitioners import DefaultPartitioner
+from lakesink.executor.task import archive_partitions
 
 SCHEMA = {"type": "record", "name": "R", "namespace": "t",
           "fields": [{"name": "id", "type": "long"}, {"name": "s", "type": "string"},
@@ -68,11 +68,11 @@ def batches(values, chunk, canonical=None, ts_null_at=None):
 
 
 def run(cfg, batch_list, columnar: bool, flush_tail: bool = True):
-    """(manifest rows, {key: bytes}) of one _archive_partitions call, with or without the plan."""
+    """(manifest rows, {key: bytes}) of one archive_partitions call, with or without the plan."""
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=flush_tail)
     plan = ColumnarPlan.for_config(cfg) if columnar else None
     n = sum(b.num_rows for b in batch_list)
-    out = list(_archive_partitions(iter(batch_list), cfg, ctx, {("t", 3): (10, 10 + n)}, plan))
+    out = list(archive_partitions(iter(batch_list), cfg, ctx, {("t", 3): (10, 10 + n)}, plan))
     rows = [json.loads(r) for r in out[0].column("row").to_pylist()] if out else []
     store = cfg.store_url[len("file://"):]
     objects = {}
@@ -302,14 +302,14 @@ def spark_struct(values: list[bytes]) -> pa.StructArray:
 
 def parquet_batches(values, chunk, canonical=None):
     out = batches(values, chunk, canonical if canonical is not None else [True] * len(values))
-    from lakesink.columnar import DECODED
+    from lakesink.executor.columnar import DECODED
 
     return [b.append_column(DECODED, spark_struct(values[s:s + b.num_rows]))
             for b, s in zip(out, range(0, len(values), chunk))]
 
 
 def test_parquet_plan_only_for_schemas_spark_decodes_alike(tmp_path):
-    from lakesink.columnar import spark_decodes_alike
+    from lakesink.executor.columnar import spark_decodes_alike
 
     cfg = config(tmp_path, "parquet", **{"value.schema": json.dumps(SCHEMA)})
     assert ColumnarPlan.for_config(cfg).kind == "parquet"
@@ -344,7 +344,7 @@ def test_parquet_row_groups_cut_like_the_record_path():
     """Row groups of mixed per-record and columnar writes: the same boundaries, the same bytes."""
     import pyarrow.parquet as pq
 
-    from lakesink.formats.parquet import ParquetFormat
+    from lakesink.objects.formats.parquet import ParquetFormat
 
     dec = create_decoder("avro", schema=json.dumps(SCHEMA), wire_format=False)
     vs = dec.fixed_schema

@@ -1,19 +1,13 @@
-"""Schema compatibility modes and projection (lakesink.compatibility), incl. the tiny-files case."""
+"""Schema compatibility modes and projection (lakesink.schemas.compatibility), incl. the tiny-files case."""
 import json
 
 import pytest
 
-from lakesink.compatibility import (
-    Decision,
-    SchemaCompatibility,
-    SchemaSwitchError,
-    SchemaVersionError,
-    project_value,
-    structurally_compatible,
-)
-from lakesink.partitioners import DefaultPartitioner
-from lakesink.records import SinkRecord, ValueSchema
-from lakesink.rotation import Append, Commit, RotationPolicy, Rotator
+from lakesink.schemas.compatibility import Decision, SchemaCompatibility, project_value, structurally_compatible
+from lakesink.errors import SchemaSwitchError, SchemaVersionError
+from lakesink.objects.partitioners import DefaultPartitioner
+from lakesink.objects.records import SinkRecord, ValueSchema
+from lakesink.objects.rotation import Append, Commit, RotationPolicy, Rotator
 
 V1_AVRO = {"type": "record", "name": "User", "namespace": "ex", "fields": [{"name": "id", "type": "long"}]}
 V2_AVRO = {"type": "record", "name": "User", "namespace": "ex", "fields": [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import lakesink
+import lakesink.objects
 from lakesink.config import Secret, SinkConfig, load_config, parse_properties
 from lakesink.errors import ConfigError
 
@@ -330,15 +330,15 @@ def test_naming_and_rotation_builders() -> None:
 
 def test_format_builders_call_registry_lazily(monkeypatch) -> None:
     calls = []
-    fake = types.ModuleType("lakesink.formats")
+    fake = types.ModuleType("lakesink.objects.formats")
 
     def create(name, **options):
         calls.append((name, options))
         return types.SimpleNamespace(extension={"json": ".json.gz", "avro": ".avro", "parquet": ".snappy.parquet"}[name])
 
     fake.create = create
-    monkeypatch.setitem(sys.modules, "lakesink.formats", fake)
-    monkeypatch.setattr(lakesink, "formats", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "lakesink.objects.formats", fake)
+    monkeypatch.setattr(lakesink.objects, "formats", fake, raising=False)
     c = cfg(**{"format.class": "json", "s3.compression.type": "gzip", "s3.compression.level": "5",
                "store.kafka.keys": "true", "keys.format.class": "json", "store.kafka.headers": "true",
                "headers.format.class": "io.confluent.connect.s3.format.json.JsonFormat"})
@@ -371,8 +371,8 @@ def test_decoder_spec_and_value_schema(tmp_path) -> None:
 
 
 def test_builders_against_real_registries() -> None:
-    """The (name, options) pairs are accepted by lakesink.formats / lakesink.decoders as they are."""
-    formats = pytest.importorskip("lakesink.formats")
+    """The (name, options) pairs are accepted by lakesink.objects.formats / lakesink.decoders as they are."""
+    formats = pytest.importorskip("lakesink.objects.formats")
     for fmt in ("avro", "json", "bytearray", "parquet", "blockgzip"):
         c = cfg(**{"format.class": fmt})
         assert c.value_format().extension

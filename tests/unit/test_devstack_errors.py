@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lakesink import devstack
-from lakesink.devstack import DevStackError, parse_java_version
-from lakesink.errors import LakesinkError
+from lakesink.devstack import parse_java_version
+from lakesink.errors import DevStackError, LakesinkError
 from lakesink.spark import S3Settings
 
 

@@ -14,11 +14,11 @@ import struct
 import fastavro
 import pytest
 
-from lakesink.errors import EncodeError
-from lakesink.formats import FORMAT_NAMES, EmptyFileError, RecordView, create
-from lakesink.formats.base import DEFAULT_BUFFER_SIZE
-from lakesink.records import SinkRecord
-from lakesink.schema import value_schema
+from lakesink.errors import EmptyFileError, EncodeError
+from lakesink.objects.formats import FORMAT_NAMES, RecordView, create
+from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE
+from lakesink.objects.records import SinkRecord
+from lakesink.schemas.avro import value_schema
 
 USER = {
     "type": "record", "name": "User", "namespace": "ex",
@@ -609,7 +609,7 @@ def test_blockgzip_chunks_decompress_standalone(compression, decompress):
 
 
 def test_blockgzip_index_format_and_lookup():
-    from lakesink.formats.blockgzip import ChunkIndexEntry, find_chunk, parse_index
+    from lakesink.objects.formats.blockgzip import ChunkIndexEntry, find_chunk, parse_index
 
     fmt = create("blockgzip", block_size=100)
     out, w = write_all(fmt, [rec(i, "y" * 30) for i in range(10)])
@@ -623,7 +623,7 @@ def test_blockgzip_index_format_and_lookup():
 
 
 def test_blockgzip_parses_the_deviantart_readme_example():
-    from lakesink.formats.blockgzip import find_chunk, parse_index
+    from lakesink.objects.formats.blockgzip import find_chunk, parse_index
 
     example = """{
       "chunks": [
@@ -869,7 +869,7 @@ def test_parquet_arrow_conversion_failure_names_the_record():
 
 
 def test_write_many_default_loops_over_write():
-    from lakesink.formats.base import FormatWriter
+    from lakesink.objects.formats.base import FormatWriter
 
     class Recording(FormatWriter):
         def __init__(self):

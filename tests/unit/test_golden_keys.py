@@ -5,10 +5,10 @@ Expected keys are Confluent's, derived from its code (spec §1, §3) and Joda-Ti
 from datetime import datetime
 
 from lakesink.config import SinkConfig
-from lakesink.naming import NamingSettings, parse_key, value_key
-from lakesink.partitioners import DefaultPartitioner
-from lakesink.records import SinkRecord
-from lakesink.rotation import Commit, RotationPolicy, Rotator
+from lakesink.objects.naming import NamingSettings, parse_key, value_key
+from lakesink.objects.partitioners import DefaultPartitioner
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.rotation import Commit, RotationPolicy, Rotator
 
 BASE = {"name": "g", "s3.bucket.name": "bkt", "manifest.location": "/tmp/m", "kafka.bootstrap.servers": "k:9092"}
 

@@ -1,10 +1,10 @@
-"""Object key building/parsing and path safety (lakesink.naming)."""
+"""Object key building/parsing and path safety (lakesink.objects.naming)."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakesink.errors import KeyNameError
-from lakesink.naming import (
+from lakesink.objects.naming import (
     KeyExtensions,
     NamingSettings,
     ParsedKey,
@@ -16,8 +16,8 @@ from lakesink.naming import (
     validate_topic,
     value_key,
 )
-from lakesink.partitioners import FieldPartitioner
-from lakesink.records import SinkRecord
+from lakesink.objects.partitioners import FieldPartitioner
+from lakesink.objects.records import SinkRecord
 
 NS = NamingSettings()
 

@@ -1,4 +1,4 @@
-"""Partitioners, timestamp extractors, tombstone wrapper and custom loading (lakesink.partitioners)."""
+"""Partitioners, timestamp extractors, tombstone wrapper and custom loading (lakesink.objects.partitioners)."""
 import sys
 from datetime import datetime, timezone
 
@@ -6,7 +6,7 @@ import pytest
 
 from lakesink.config import SinkConfig
 from lakesink.errors import ConfigError, PartitionError
-from lakesink.partitioners import (
+from lakesink.objects.partitioners import (
     DailyPartitioner,
     DefaultPartitioner,
     FieldPartitioner,
@@ -18,7 +18,7 @@ from lakesink.partitioners import (
     TombstonePartitioner,
     WallclockExtractor,
 )
-from lakesink.records import SinkRecord
+from lakesink.objects.records import SinkRecord
 
 BASE = {"name": "j", "topics": "t", "flush.size": "3", "s3.bucket.name": "bkt",
         "manifest.location": "/tmp/m", "kafka.bootstrap.servers": "k:9092"}
@@ -149,7 +149,7 @@ def test_config_builds_partitioners() -> None:
 
 
 CUSTOM = '''
-from lakesink.partitioners import Partitioner
+from lakesink.objects.partitioners import Partitioner
 
 class ByKey(Partitioner):
     def __init__(self, config):

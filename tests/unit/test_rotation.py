@@ -1,4 +1,4 @@
-"""The rotation state machine (lakesink.rotation): spec §3 rules and replay determinism."""
+"""The rotation state machine (lakesink.objects.rotation): spec §3 rules and replay determinism."""
 import json
 from datetime import datetime
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakesink.errors import PartitionError
-from lakesink.partitioners import (
+from lakesink.objects.partitioners import (
     DefaultPartitioner,
     FieldPartitioner,
     RecordExtractor,
@@ -15,8 +15,8 @@ from lakesink.partitioners import (
     TombstonePartitioner,
     WallclockExtractor,
 )
-from lakesink.records import SinkRecord, ValueSchema
-from lakesink.rotation import Advance, Append, Commit, RotationPolicy, Rotator
+from lakesink.objects.records import SinkRecord, ValueSchema
+from lakesink.objects.rotation import Advance, Append, Commit, RotationPolicy, Rotator
 
 H = 3_600_000
 

@@ -4,10 +4,10 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakesink.partitioners import DefaultPartitioner, FieldPartitioner, RecordExtractor, TimeBasedPartitioner
-from lakesink.records import SinkRecord
-from lakesink.rotation import Append, AppendMany, RotationPolicy, Rotator
-from lakesink.schema import value_schema
+from lakesink.objects.partitioners import DefaultPartitioner, FieldPartitioner, RecordExtractor, TimeBasedPartitioner
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.rotation import Append, AppendMany, RotationPolicy, Rotator
+from lakesink.schemas.avro import value_schema
 
 H = 3_600_000
 _V1 = {"type": "record", "name": "R", "namespace": "t", "fields": [
@@ -62,7 +62,7 @@ def scenarios(draw):
 
 
 def _partitioner(kind, policy):
-    from lakesink.partitioners import TombstonePartitioner
+    from lakesink.objects.partitioners import TombstonePartitioner
 
     p = {"default": DefaultPartitioner(), "field": FieldPartitioner(["f"]),
          "time": TimeBasedPartitioner("'h'=HH", H, "UTC", extractor=RecordExtractor())}[kind]

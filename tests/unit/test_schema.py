@@ -7,8 +7,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from lakesink.schema import (SchemaError, arrow_value_converter, avro_to_arrow_schema, fingerprint, parse_schema,
-                             primitive_schema_for, strip_logical_types, value_schema)
+from lakesink.schemas.avro import (arrow_value_converter, avro_to_arrow_schema, fingerprint, parse_schema, primitive_schema_for, strip_logical_types, value_schema)
+from lakesink.errors import SchemaError
 
 S = {"type": "record", "name": "A", "namespace": "n", "doc": "d", "fields": [
     {"name": "x", "type": "long", "default": 0},

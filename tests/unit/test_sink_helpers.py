@@ -2,7 +2,7 @@
 import pytest
 
 from lakesink.errors import LakesinkError
-from lakesink.sink import executor_error, parse_interval
+from lakesink.driver.sink import executor_error, parse_interval
 
 WRAPPED = """An error occurred while calling o123.collectToPython.
 : org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times
@@ -31,9 +31,22 @@ def test_parse_interval_rejects_garbage_naming_the_flag():
 
 
 def test_first_mixed_finds_the_first_row_of_another_topic_partition():
-    from lakesink.sink import first_mixed
+    from lakesink.executor.task import first_mixed
 
     assert first_mixed(None, [3, 3, 3], 3) is None
     assert first_mixed(["t", "t"], [3, 3], 2) is None
     assert first_mixed(None, [3, 3, 4, 3], 4) == 2
     assert first_mixed(["t", "u", "t"], [3, 3, 3], 3) == 1
+
+
+def test_notebook_api_is_reexported_from_the_package_root():
+    import lakesink
+    from lakesink.config import load_config
+    from lakesink.driver.sink import SinkJob, run
+    from lakesink.spark import get_spark
+
+    assert (lakesink.run, lakesink.SinkJob, lakesink.get_spark, lakesink.load_config) == (run, SinkJob, get_spark,
+                                                                                          load_config)
+    assert set(lakesink.__all__) >= {"run", "get_spark", "load_config", "vacuum", "Manifest", "LakesinkError"}
+    with pytest.raises(AttributeError):
+        lakesink.no_such_name  # noqa: B018

@@ -3,7 +3,8 @@ import hashlib
 
 import pytest
 
-from lakesink.store import LocalStore, ObjectChangedError, PendingWrite, StoreError, StoreSettings, WrittenObject
+from lakesink.store import LocalStore, PendingWrite, StoreSettings, WrittenObject
+from lakesink.errors import ObjectChangedError, StoreError
 
 
 @pytest.fixture

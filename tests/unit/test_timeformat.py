@@ -1,18 +1,10 @@
-"""Joda DateTimeFormat tokens, zones, DST semantics and Java arithmetic (lakesink.timeformat)."""
+"""Joda DateTimeFormat tokens, zones, DST semantics and Java arithmetic (lakesink.objects.timeformat)."""
 from datetime import datetime
 
 import pytest
 
-from lakesink.timeformat import (
-    JodaFormatter,
-    PatternError,
-    Zone,
-    bucket_start,
-    is_english_locale,
-    java_div,
-    next_time_adjusted_by_day,
-    zone,
-)
+from lakesink.objects.timeformat import (JodaFormatter, Zone, bucket_start, is_english_locale, java_div, next_time_adjusted_by_day, zone)
+from lakesink.errors import PatternError
 
 H = 3_600_000
 D = 86_400_000

@@ -6,7 +6,7 @@ One batch (``SinkJob.run_batch``):
    end offsets from a Kafka snapshot taken now; guards: same cluster, same topic id, no data lost
    to retention (unless ``offsets.on.data.loss=skip``, which records the skipped range);
 2. Spark's Kafka source reads exactly those ranges (one Spark partition per Kafka partition, in
-   offset order); ``mapInArrow`` runs a :class:`~lakesink.archiver.PartitionArchiver` per
+   offset order); ``mapInArrow`` runs a :class:`~lakesink.executor.archiver.PartitionArchiver` per
    partition on the executors, which uploads closed objects and returns their manifest rows;
 3. the driver resolves conditional-write conflicts against the manifest, checks that the ranges
    chain from the start offsets with no gap or overlap, and appends all rows in ONE Delta
@@ -18,7 +18,6 @@ reader sees and ``lakesink vacuum`` removes. The next batch starts from the mani
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import json
 import logging
 import os
@@ -28,24 +27,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from lakesink.errors import KeyConflictError, LakesinkError
-from lakesink.manifest import FencedError, Manifest, ManifestError
+from lakesink.errors import (BatchFailedError, BatchValidationError, DataLossError, FencedError, KeyConflictError,
+                             LakesinkError, ResumeGuardError)
+from lakesink.executor.task import RESULT_SCHEMA, archive_partitions
+from lakesink.manifest import Manifest
 
-log = logging.getLogger("lakesink.sink")
-
-
-class DataLossError(LakesinkError):
-    """The manifest's next offset is below the earliest offset Kafka still has."""
-
-
-class ResumeGuardError(LakesinkError):
-    """The manifest was written against another Kafka cluster or another incarnation of a topic."""
-
-
-class BatchFailedError(LakesinkError):
-    """An executor task failed (bad record, store or Kafka error); the batch committed nothing."""
+log = logging.getLogger("lakesink.driver.sink")
 
 
 _EXECUTOR_ERROR = re.compile(r"((?:lakesink\.[\w.]+|[\w.]*(?:Error|Exception))): (.+)")
@@ -60,10 +49,6 @@ def executor_error(e: BaseException) -> str:
         return f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2).strip()}"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[0][:500] if lines else type(e).__name__
-
-
-class BatchValidationError(LakesinkError):
-    """The executors' results do not chain from the start offsets; nothing was committed."""
 
 
 @dataclass
@@ -92,115 +77,6 @@ class BatchResult:
                 f"({', '.join(f'{k} {v:.2f}s' for k, v in self.seconds.items())})")
 
 
-# ---------------------------------------------------------------- executor side
-
-
-RESULT_SCHEMA = "row string"
-
-
-def _archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=None) -> Iterator[Any]:
-    """mapInArrow body: archive the records of one Kafka partition; yield JSON result rows.
-
-    Each Arrow batch takes the columnar path (``columnar``, a :class:`~lakesink.columnar.ColumnarPlan`)
-    when it can, else the per-record path: decode, SinkRecords, rotation, ``write_many``."""
-    import pyarrow as pa
-
-    from lakesink.archiver import PartitionArchiver
-    from lakesink.records import SinkRecord
-    from lakesink.store import StoreSettings, open_store
-
-    archiver = None
-    only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
-    value_decoder = cfg.value_decoder_instance()
-    bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
-    key_decoder = cfg.key_decoder_instance()
-    store = open_store(StoreSettings.from_config(cfg))
-    first = last = None
-    read = 0
-    # The cyclic GC, left automatic, re-scans the young records of this loop every few hundred
-    # allocations (up to half the CPU time); the records hold no reference cycles, so it is off
-    # here, with a collection of the young generations after each Arrow batch to bound any cyclic
-    # garbage (exceptions, libraries) to one batch. The previous state is restored at the end.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for batch in batches:
-            n = batch.num_rows
-            if n == 0:
-                continue
-            names = batch.schema.names
-            col = {name: batch.column(i) for i, name in enumerate(names)}
-            # columns the read left out (see SinkJob._read): one topic, no stored keys/headers
-            topics = col["topic"].to_pylist() if "topic" in col else None
-            parts = col["partition"].to_pylist()
-            topic, part = (topics[0] if topics else only_topic), parts[0]
-            if archiver is None:
-                plan = plans[(topic, part)]
-                archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
-            offsets = col["offset"].to_pylist()
-            if first is None:
-                first = offsets[0]
-            mixed = first_mixed(topics, parts, n)
-            if columnar is not None and mixed is None:
-                prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
-                if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared):
-                    last = offsets[-1]
-                    read += n
-                    del prepared
-                    gc.collect(1)
-                    continue
-            raw_values = col["value"].to_pylist()
-            raw_keys = col["key"].to_pylist() if "key" in col else [None] * n
-            tss = col["ts"].to_pylist()
-            hcol = col.get("headers")
-            headers = [()] * n if hcol is None or hcol.null_count == n else [
-                tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
-            values = value_decoder.decode_many(raw_values, topic, part, offsets)
-            keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
-            if bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
-                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1])
-                        for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
-            else:
-                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
-                        for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
-            if mixed is not None:
-                archiver.process_many(recs[:mixed])
-                raise BatchValidationError(
-                    f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{parts[mixed]}")
-            archiver.process_many(recs)
-            last = offsets[-1]
-            read += n
-            del recs, values, keys, raw_values, raw_keys, headers
-            gc.collect(1)
-        rows = archiver.finish() if archiver else []
-    except BaseException:
-        if archiver is not None:
-            archiver.abort()
-        raise
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    out = [json.dumps(r, default=_json_default) for r in rows]
-    if archiver is not None:
-        out.append(json.dumps({"_status": True, "topic": archiver.topic, "kafka_partition": archiver.partition,
-                               "read": read, "first_offset": first, "last_offset": last}))
-    if out:
-        yield pa.RecordBatch.from_pydict({"row": out})
-
-
-def first_mixed(topics: list | None, parts: list, n: int) -> int | None:
-    """Index of the first row of a batch from another topic-partition than row 0's, or None."""
-    if (topics is None or topics.count(topics[0]) == n) and parts.count(parts[0]) == n:
-        return None
-    return next(i for i in range(n) if (topics is not None and topics[i] != topics[0]) or parts[i] != parts[0])
-
-
-def _json_default(o):
-    if isinstance(o, (bytes, bytearray)):
-        return o.hex()
-    raise TypeError(type(o).__name__)
-
-
 # ---------------------------------------------------------------- driver side
 
 
@@ -208,7 +84,7 @@ class SinkJob:
     """The sink for one config. All state lives in the manifest; the object itself is disposable."""
 
     def __init__(self, spark, cfg, run_id: str | None = None):
-        from lakesink.kafka_admin import KafkaMetadata
+        from lakesink.driver.kafka_admin import KafkaMetadata
         from lakesink.store import StoreSettings, open_store
 
         self.spark, self.cfg = spark, cfg
@@ -275,7 +151,7 @@ class SinkJob:
         """The Kafka read of ``plans`` and the columnar plan its columns serve (or None)."""
         from pyspark.sql import functions as F
 
-        from lakesink.columnar import ColumnarPlan, read_columns
+        from lakesink.executor.columnar import ColumnarPlan, read_columns
 
         assign: dict[str, list[int]] = {}
         starting: dict[str, dict[str, int]] = {}
@@ -311,7 +187,7 @@ class SinkJob:
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
-        from lakesink.archiver import BatchContext, Fault
+        from lakesink.executor.archiver import BatchContext, Fault
 
         t0 = time.monotonic()
         plans, skipped, ksnap, batch_id = self.plan()
@@ -331,7 +207,7 @@ class SinkJob:
             try:
                 df, columnar = self._read(plans)
                 out = df.mapInArrow(
-                    lambda it: _archive_partitions(it, cfg, ctx, starts, columnar), RESULT_SCHEMA).collect()
+                    lambda it: archive_partitions(it, cfg, ctx, starts, columnar), RESULT_SCHEMA).collect()
             except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
                 raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
                                        f"{executor_error(e)}") from e
@@ -535,5 +411,4 @@ def parse_interval(text: str) -> float:
     raise LakesinkError(f"--interval {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
 
 
-__all__ = ["SinkJob", "BatchResult", "run", "parse_interval", "DataLossError", "ResumeGuardError", "BatchFailedError",
-           "BatchValidationError", "FencedError", "ManifestError"]
+__all__ = ["SinkJob", "BatchResult", "PartitionPlan", "run", "parse_interval", "executor_error"]

@@ -14,7 +14,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from lakesink.errors import LakesinkError
+
+from lakesink.errors import ManifestError, FencedError
 
 log = logging.getLogger("lakesink.manifest")
 
@@ -59,14 +60,6 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
 ]
 
 COLUMN_NAMES = [c[0] for c in COLUMNS]
-
-
-class ManifestError(LakesinkError):
-    """The manifest cannot be read or committed, or disagrees with Kafka."""
-
-
-class FencedError(ManifestError):
-    """Another run committed this batch (or an overlapping range) first."""
 
 
 def ddl(location: str) -> str:

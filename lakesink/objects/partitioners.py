@@ -12,12 +12,12 @@ Custom partitioners (``partitioner.class=pkg.mod.Class``) subclass :class:`Parti
   :class:`~lakesink.errors.PartitionError` (use :meth:`Partitioner.fail`) for records it cannot place;
 * optional: ``time_based = True`` with ``extract_timestamp(self, record, now_ms) -> int`` to take part
   in ``rotate.interval.ms``; ``partitioned_path(self, topic, encoded)`` to change the directory
-  (it must stay under ``<topic>``; :mod:`lakesink.naming` enforces it).
+  (it must stay under ``<topic>``; :mod:`lakesink.objects.naming` enforces it).
 
 Field values follow Confluent's rules (ints → decimal, strings raw, booleans ``true``/``false``,
 null → ``null``; floats, bytes, records, lists → error) and additionally work on schemaless dict
 values (JSON objects), which Confluent rejects. String values go through
-:func:`lakesink.naming.encode_field_value` (see that module for the path-safety choice).
+:func:`lakesink.objects.naming.encode_field_value` (see that module for the path-safety choice).
 
 ``RecordField`` timestamps: int/float epoch ms, numeric strings ``^-?[0-9]{1,19}$`` as ms, ISO-8601
 strings (a string without a zone is read as **UTC** — Joda would use the JVM default zone, which is
@@ -32,9 +32,9 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 from lakesink.errors import PartitionError
-from lakesink.naming import encode_field_value, validate_topic
-from lakesink.records import SinkRecord
-from lakesink.timeformat import JodaFormatter, Zone, bucket_start, zone
+from lakesink.objects.naming import encode_field_value, validate_topic
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.timeformat import JodaFormatter, Zone, bucket_start, zone
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
@@ -345,7 +345,7 @@ def load_partitioner_class(path: str) -> type[Partitioner]:
     if cls is None:
         raise ValueError(f"module {mod_name!r} has no attribute {cls_name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Partitioner)):
-        raise ValueError(f"{path!r} is not a subclass of lakesink.partitioners.Partitioner")
+        raise ValueError(f"{path!r} is not a subclass of lakesink.objects.partitioners.Partitioner")
     return cls
 
 

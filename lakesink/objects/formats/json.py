@@ -25,11 +25,11 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import Any, BinaryIO, Iterator, Sequence
 
-from ..records import SinkRecord
-from ..schema import value_converter
-from .base import (DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, b64, encode_error, header_pairs,
+from lakesink.objects.records import SinkRecord
+from lakesink.schemas.avro import value_converter
+from lakesink.objects.formats.base import (DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, b64, encode_error, header_pairs,
                    record_key)
-from .compression import CompressingSink, parse_compression
+from lakesink.objects.formats.compression import CompressingSink, parse_compression
 
 DECIMAL_FORMATS = ("BASE64", "NUMERIC")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

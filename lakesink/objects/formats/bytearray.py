@@ -13,9 +13,9 @@ from itertools import accumulate
 from operator import add
 from typing import BinaryIO, Iterator, Sequence
 
-from ..records import SinkRecord
-from .base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, binary_run, encode_error, record_key
-from .compression import CompressingSink, parse_compression
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, binary_run, encode_error, record_key
+from lakesink.objects.formats.compression import CompressingSink, parse_compression
 
 #: value types write_many joins directly (subclasses and anything else go through write())
 _BYTES_TYPES = {bytes, bytearray, memoryview}

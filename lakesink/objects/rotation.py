@@ -18,7 +18,7 @@ one since the last commit is the base) → encode the partition → rotate if th
 between schema-less and schema'd within an encoded partition that has a current schema → rotate
 on time (``rotate.interval.ms``, time-based partitioners only: ``ts - base >= interval`` or, with
 ``rotate.file.on.partition.change``, a different encoded partition than the last written record)
-→ rotate on an incompatible schema (:mod:`lakesink.compatibility`) → project, append → rotate when
+→ rotate on an incompatible schema (:mod:`lakesink.schemas.compatibility`) → project, append → rotate when
 the records of all open files reach ``flush.size``. A rotation triggered before a write commits and
 then re-evaluates the same record against the fresh state.
 
@@ -45,11 +45,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
-from lakesink.compatibility import Decision, SchemaCompatibility
+from lakesink.schemas.compatibility import Decision, SchemaCompatibility
 from lakesink.errors import PartitionError
-from lakesink.partitioners import Partitioner
-from lakesink.records import SinkRecord, ValueSchema
-from lakesink.timeformat import next_time_adjusted_by_day, zone
+from lakesink.objects.partitioners import Partitioner
+from lakesink.objects.records import SinkRecord, ValueSchema
+from lakesink.objects.timeformat import next_time_adjusted_by_day, zone
 
 __all__ = [
     "RotationPolicy",

@@ -44,7 +44,7 @@ def run(records: int = RECORDS) -> int:
 
     from lakesink.config import SinkConfig, parse_properties
     from lakesink.devstack.stack import LocalStack
-    from lakesink.sink import SinkJob
+    from lakesink.driver.sink import SinkJob
     from lakesink.spark import get_spark, s3_settings_for
 
     t0 = time.monotonic()

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from typing import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from lakesink.errors import PatternError
 
 __all__ = [
     "PatternError",
@@ -44,10 +45,6 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DAY_MS = 86_400_000
-
-
-class PatternError(ValueError):
-    """A Joda pattern, zone id or locale that lakesink cannot honour exactly."""
 
 
 def java_div(a: int, b: int) -> int:

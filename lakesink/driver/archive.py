@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
-from lakesink.formats.base import RecordView
+from lakesink.objects.formats.base import RecordView
 
 
 @dataclass(frozen=True)

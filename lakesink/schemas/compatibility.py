@@ -32,8 +32,9 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from lakesink.errors import RecordError
-from lakesink.records import SinkRecord, ValueSchema
+
+from lakesink.objects.records import SinkRecord, ValueSchema
+from lakesink.errors import SchemaSwitchError, SchemaVersionError
 
 __all__ = [
     "Mode",
@@ -58,14 +59,6 @@ class Decision(Enum):
     SAME = "same"          # write as is
     PROJECT = "project"    # write after projecting to the current schema
     ROTATE = "rotate"      # close the files; the record's schema becomes current
-
-
-class SchemaSwitchError(RecordError):
-    """A record switches between schema-based and schema-less data within a file."""
-
-
-class SchemaVersionError(RecordError):
-    """BACKWARD/FORWARD/FULL need Schema Registry versions on both schemas."""
 
 
 def same_schema(a: ValueSchema | None, b: ValueSchema | None) -> bool:

@@ -25,7 +25,7 @@ def _session(cfg, master: str | None):
 
 
 def _cmd_sink(args) -> int:
-    from lakesink.sink import SinkJob, parse_interval
+    from lakesink.driver.sink import SinkJob, parse_interval
 
     cfg = _load(args.config)
     for w in cfg.warnings:
@@ -38,9 +38,9 @@ def _cmd_sink(args) -> int:
 
 
 def _cmd_vacuum(args) -> int:
-    from lakesink.sink import parse_interval
+    from lakesink.driver.sink import parse_interval
     from lakesink.store import StoreSettings, open_store
-    from lakesink.vacuum import vacuum
+    from lakesink.driver.vacuum import vacuum
 
     cfg = _load(args.config)
     spark = _session(cfg, args.master)
@@ -104,7 +104,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    from lakesink import demo
+    from lakesink.cli import demo
 
     demo.add_parser(sub)
 

@@ -123,7 +123,7 @@ def _delete_rechecked(manifest, store: ObjectStore, job: str, report: VacuumRepo
 def _own_key_predicate(cfg, topics: set[str]):
     """Whether a key is one this job's naming produces: one of its topics, its formats' extensions."""
     from lakesink.errors import KeyNameError
-    from lakesink.naming import parse_key
+    from lakesink.objects.naming import parse_key
 
     naming, exts = cfg.naming(), cfg.key_extensions()
 
@@ -155,7 +155,7 @@ def _topics(cfg, manifest) -> set[str]:
 
 def _prefixes(cfg, topics: set[str]) -> list[str]:
     """``<topics.dir>/<topic>/`` for each topic: keys are <topics.dir><delim><topic><delim>... (value_key)."""
-    from lakesink.naming import validate_topic
+    from lakesink.objects.naming import validate_topic
 
     naming = cfg.naming()
     return sorted(naming.prefix + validate_topic(t) + naming.directory_delim for t in topics)

@@ -2,7 +2,7 @@
 
 When rotation is a pure function of record counts (Default partitioner, no scheduled rotation,
 ``behavior.on.null.values`` fail or ignore) and only values are stored (no keys/headers side files,
-``key.decoder=bytes``), files are cut by count (:meth:`~lakesink.rotation.Rotator.process_run`)
+``key.decoder=bytes``), files are cut by count (:meth:`~lakesink.objects.rotation.Rotator.process_run`)
 and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
 
 * ``bytes`` — ``value.decoder=bytes``, format bytearray: the values themselves;
@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("lakesink.columnar")
+log = logging.getLogger("lakesink.executor.columnar")
 
 #: the Spark column holding the JVM's canonical-Avro check (``avro``, ``parquet`` plans)
 CANONICAL = "_lakesink_canonical_avro"
@@ -73,7 +73,7 @@ class ColumnarPlan:
     @classmethod
     def for_config(cls, cfg) -> "ColumnarPlan | None":
         """The plan for ``cfg``, or None when its records need the per-record path."""
-        from lakesink.partitioners import DefaultPartitioner
+        from lakesink.objects.partitioners import DefaultPartitioner
 
         if type(cfg.partitioner()) is not DefaultPartitioner:
             return None
@@ -133,7 +133,7 @@ class ColumnarPlan:
             # Spark's Arrow types (large strings, 'element' list children); the writer casts to the file's
             return pa.Table.from_struct_array(decoded), decoder.fixed_schema
         from lakesink.errors import DecodeError
-        from lakesink.formats.json import compact_json
+        from lakesink.objects.formats.json import compact_json
 
         try:
             decoded = decoder.decode_many(values.to_pylist(), topic, partition, offsets)

@@ -18,14 +18,11 @@ from typing import Any, Callable
 import fastavro
 from fastavro.schema import expand_schema, fingerprint as _fa_fingerprint, to_parsing_canonical_form
 
-from .errors import LakesinkError
-from .records import ValueSchema
+
+from lakesink.objects.records import ValueSchema
+from lakesink.errors import SchemaError
 
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
-
-
-class SchemaError(LakesinkError):
-    """An Avro schema that cannot be parsed or mapped."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,13 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from lakesink.errors import LakesinkError
+
+from lakesink.errors import KafkaMetadataError
 
 TIMEOUT_S = 30.0
-
-
-class KafkaMetadataError(LakesinkError):
-    """The broker is unreachable, or a topic/partition is missing or changed."""
 
 
 @dataclass(frozen=True)

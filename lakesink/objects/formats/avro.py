@@ -15,7 +15,7 @@ Bare Avro (no wire header, a fixed ``value.schema``): a record whose ``raw_avro`
 schema's fingerprint is copied whole (the sink sets ``raw_avro`` only for values the bare-Avro
 decoder read as exactly one datum of that schema; a projected record keeps its old ``raw_avro``).
 
-Values are raw Avro values (see :mod:`lakesink.schema`): fastavro writes ints/bytes given for
+Values are raw Avro values (see :mod:`lakesink.schemas.avro`): fastavro writes ints/bytes given for
 logical types unchanged, and :meth:`AvroFormat.read` returns raw values again (not datetimes).
 """
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any, BinaryIO, Iterator, Sequence
 import fastavro
 from fastavro.write import Writer
 
-from ..records import SinkRecord, ValueSchema
-from ..schema import fingerprint, primitive_schema_for, raw_parsed_schema
-from .base import (EmptyFileError, Format, FormatWriter, RecordView, binary_run, encode_error, header_pairs,
-                   record_key)
+from lakesink.objects.records import SinkRecord, ValueSchema
+from lakesink.schemas.avro import fingerprint, primitive_schema_for, raw_parsed_schema
+from lakesink.objects.formats.base import (Format, FormatWriter, RecordView, binary_run, encode_error, header_pairs, record_key)
+from lakesink.errors import EmptyFileError
 
 CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
 DEFAULT_SYNC_INTERVAL = 64000  # Avro Java's DataFileWriter default (Confluent's files)

@@ -30,10 +30,10 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import Any, BinaryIO, Iterator, Sequence
 
-from ..records import SinkRecord
-from .base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error
-from .compression import CompressingSink, parse_compression
-from .json import compact_json
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error
+from lakesink.objects.formats.compression import CompressingSink, parse_compression
+from lakesink.objects.formats.json import compact_json
 
 DEFAULT_BLOCK_SIZE = 67108864  # DA's compressed_block_size default (raw bytes per chunk)
 INDEX_SUFFIX = ".index.json"

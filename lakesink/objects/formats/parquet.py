@@ -1,7 +1,7 @@
 """Parquet (Confluent ``ParquetFormat``; spec §2, §1.2, §5) via pyarrow's streaming ParquetWriter.
 
 The file schema is the first record's Avro record schema mapped to Arrow (see
-:func:`lakesink.schema.avro_to_arrow_schema`); a schemaless value is an EncodeError (Confluent
+:func:`lakesink.schemas.avro.avro_to_arrow_schema`); a schemaless value is an EncodeError (Confluent
 needs a Struct). Rows are buffered and written as one row group every ``row_group_size`` records,
 so memory is bounded by a row group. The Avro schema is stored in the footer under
 ``parquet.avro.schema`` as parquet-avro does. KEYS view: struct ``{key}`` (Confluent's
@@ -18,9 +18,10 @@ from typing import Any, BinaryIO, Iterator, Sequence
 
 import fastavro.validation
 
-from ..records import SinkRecord, ValueSchema
-from ..schema import SchemaError, arrow_value_converter, avro_to_arrow_schema, primitive_schema_for, raw_parsed_schema
-from .base import EmptyFileError, Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
+from lakesink.objects.records import SinkRecord, ValueSchema
+from lakesink.schemas.avro import arrow_value_converter, avro_to_arrow_schema, primitive_schema_for, raw_parsed_schema
+from lakesink.errors import EmptyFileError, SchemaError
+from lakesink.objects.formats.base import Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
 
 #: codec option -> (pyarrow compression, extension prefix per parquet-mr's CompressionCodecName)
 CODECS = {

@@ -6,12 +6,12 @@
 """
 from __future__ import annotations
 
-from .avro import AvroFormat
-from .base import CountingSink, EmptyFileError, Format, FormatWriter, RecordView
-from .blockgzip import BlockGzipFormat
-from .bytearray import ByteArrayFormat
-from .json import JsonFormat
-from .parquet import ParquetFormat
+from lakesink.objects.formats.avro import AvroFormat
+from lakesink.objects.formats.base import CountingSink, Format, FormatWriter, RecordView
+from lakesink.objects.formats.blockgzip import BlockGzipFormat
+from lakesink.objects.formats.bytearray import ByteArrayFormat
+from lakesink.objects.formats.json import JsonFormat
+from lakesink.objects.formats.parquet import ParquetFormat
 
 _FORMATS: dict[str, type[Format]] = {
     "avro": AvroFormat,
@@ -49,5 +49,5 @@ def create(name: str, **options) -> Format:
         raise ValueError(f"format {key!r}: {e}") from None
 
 
-__all__ = ["create", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "EmptyFileError", "CountingSink",
+__all__ = ["create", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "CountingSink",
            "AvroFormat", "JsonFormat", "ByteArrayFormat", "ParquetFormat", "BlockGzipFormat"]

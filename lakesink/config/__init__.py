@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from lakesink.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lakesink.naming import KeyExtensions, NamingSettings
-    from lakesink.partitioners import Partitioner
-    from lakesink.rotation import RotationPolicy
+    from lakesink.objects.naming import KeyExtensions, NamingSettings
+    from lakesink.objects.partitioners import Partitioner
+    from lakesink.objects.rotation import RotationPolicy
 
 __all__ = ["Secret", "SinkConfig", "load_config", "parse_properties", "flatten"]
 
@@ -567,17 +567,17 @@ class SinkConfig:
     # ------------------------------------------------------------------ builders
 
     def naming(self) -> "NamingSettings":
-        from lakesink.naming import NamingSettings
+        from lakesink.objects.naming import NamingSettings
 
         return NamingSettings(self.topics_dir, self.directory_delim, self.file_delim, self.zero_pad_width)
 
     def partitioner(self) -> "Partitioner":
-        from lakesink.partitioners import build_partitioner
+        from lakesink.objects.partitioners import build_partitioner
 
         return build_partitioner(self)
 
     def rotation_policy(self) -> "RotationPolicy":
-        from lakesink.rotation import RotationPolicy
+        from lakesink.objects.rotation import RotationPolicy
 
         return RotationPolicy(
             flush_size=self.flush_size,
@@ -590,7 +590,7 @@ class SinkConfig:
         )
 
     def format_spec(self, name: str) -> tuple[str, dict[str, Any]]:
-        """``(format name, options)`` for ``lakesink.formats.create`` (value/keys/headers)."""
+        """``(format name, options)`` for ``lakesink.objects.formats.create`` (value/keys/headers)."""
         comp = {"compression": self.s3_compression_type, "compression_level": self.s3_compression_level}
         if name == "avro":
             return "avro", {"codec": self.avro_codec}
@@ -605,26 +605,26 @@ class SinkConfig:
         raise ValueError(f"unknown format {name!r}")
 
     def value_format(self) -> Any:
-        from lakesink import formats
+        from lakesink.objects import formats
 
         n, opts = self.format_spec(self.format_name)
         return formats.create(n, **opts)
 
     def keys_format(self) -> Any:
-        from lakesink import formats
+        from lakesink.objects import formats
 
         n, opts = self.format_spec(self.keys_format_name)
         return formats.create(n, **opts)
 
     def headers_format(self) -> Any:
-        from lakesink import formats
+        from lakesink.objects import formats
 
         n, opts = self.format_spec(self.headers_format_name)
         return formats.create(n, **opts)
 
     def key_extensions(self) -> "KeyExtensions":
-        """Extensions of every view of a file (needs :mod:`lakesink.formats`)."""
-        from lakesink.naming import KeyExtensions
+        """Extensions of every view of a file (needs :mod:`lakesink.objects.formats`)."""
+        from lakesink.objects.naming import KeyExtensions
 
         return KeyExtensions(
             value=self.value_format().extension,
@@ -842,7 +842,7 @@ def _build(flat: dict[str, Any], source: str | None, job_name: str | None) -> Si
     tdir = vals["topics_dir"]
     if tdir and ddelim:
         from lakesink.errors import KeyNameError
-        from lakesink.naming import check_path_segments
+        from lakesink.objects.naming import check_path_segments
 
         try:
             check_path_segments(tdir, ddelim, "topics.dir")
@@ -913,7 +913,8 @@ def _build(flat: dict[str, Any], source: str | None, job_name: str | None) -> Si
     # ---- timezone / locale
     tz = vals["timezone"]
     if tz:
-        from lakesink.timeformat import PatternError, zone
+        from lakesink.objects.timeformat import zone
+        from lakesink.errors import PatternError
 
         try:
             zone(tz)
@@ -933,7 +934,7 @@ def _build(flat: dict[str, Any], source: str | None, job_name: str | None) -> Si
     if pclass is None:
         raw_p = vals["partitioner_class"]
         if "." in raw_p and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", raw_p):
-            from lakesink.partitioners import load_partitioner_class
+            from lakesink.objects.partitioners import load_partitioner_class
 
             try:
                 load_partitioner_class(raw_p)
@@ -960,11 +961,11 @@ def _build(flat: dict[str, Any], source: str | None, job_name: str | None) -> Si
     duration = vals["partition_duration_ms"]
     if time_based:
         if pclass == "daily":
-            from lakesink.partitioners import DAILY_PATH_FORMAT
+            from lakesink.objects.partitioners import DAILY_PATH_FORMAT
 
             path_format, duration = DAILY_PATH_FORMAT.replace("/", ddelim or "/"), 86_400_000
         elif pclass == "hourly":
-            from lakesink.partitioners import HOURLY_PATH_FORMAT
+            from lakesink.objects.partitioners import HOURLY_PATH_FORMAT
 
             path_format, duration = HOURLY_PATH_FORMAT.replace("/", ddelim or "/"), 3_600_000
         else:
@@ -992,7 +993,7 @@ def _build(flat: dict[str, Any], source: str | None, job_name: str | None) -> Si
     tomb = vals["tombstone_encoded_partition"]
     if bonv == "write" and ddelim:
         from lakesink.errors import KeyNameError
-        from lakesink.naming import check_path_segments
+        from lakesink.objects.naming import check_path_segments
 
         try:
             check_path_segments(tomb, ddelim, "tombstone.encoded.partition")
@@ -1047,9 +1048,9 @@ def _build(flat: dict[str, Any], source: str | None, job_name: str | None) -> Si
 def _check_path_format(pattern: str, tz: str, locale: str, ddelim: str,
                        problem: Callable[[str, Any, str], None]) -> None:
     """Compile the Joda pattern and vet a sample of its output for path safety."""
-    from lakesink.errors import KeyNameError
-    from lakesink.naming import check_path_segments
-    from lakesink.timeformat import JodaFormatter, PatternError
+    from lakesink.errors import KeyNameError, PatternError
+    from lakesink.objects.naming import check_path_segments
+    from lakesink.objects.timeformat import JodaFormatter
 
     try:
         fmt = JodaFormatter(pattern, tz, locale)

@@ -11,8 +11,9 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any, BinaryIO, Iterator, Sequence
 
-from ..errors import EncodeError, LakesinkError
-from ..records import SinkRecord
+from lakesink.errors import EncodeError
+from lakesink.objects.records import SinkRecord
+
 
 #: Bytes a writer collects before pushing them to ``out``: large enough that a multipart stream
 #: sees few, big writes; small enough to be irrelevant for memory.
@@ -25,11 +26,6 @@ class RecordView(str, Enum):
     VALUE = "value"
     KEYS = "keys"
     HEADERS = "headers"
-
-
-class EmptyFileError(LakesinkError):
-    """close() on a writer that saw no record and cannot build a valid file without one
-    (Avro/Parquet take their schema from the first record)."""
 
 
 class Format(ABC):

@@ -14,15 +14,12 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lakesink.errors import LakesinkError
-from lakesink.formats.base import RecordView
-from lakesink.records import SinkRecord
-from lakesink.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
+
+from lakesink.objects.formats.base import RecordView
+from lakesink.objects.records import SinkRecord
+from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
 from lakesink.store import ObjectStore, PendingWrite, WrittenObject, upload_metadata
-
-
-class ArchiveConsistencyError(LakesinkError):
-    """A commit group's objects do not account for every record read in its range."""
+from lakesink.errors import ArchiveConsistencyError
 
 
 @dataclass
@@ -91,7 +88,7 @@ class PartitionArchiver:
     def __init__(self, cfg, store: ObjectStore, topic: str, partition: int, start_offset: int,
                  ctx: BatchContext, clock: Callable[[], int] | None = None,
                  schedule_anchor_ms: int | None = None):
-        from lakesink import naming
+        from lakesink.objects import naming
 
         self.cfg, self.store, self.ctx = cfg, store, ctx
         self.topic, self.partition = topic, partition
@@ -136,7 +133,7 @@ class PartitionArchiver:
             self._apply(ev)
 
     def process_run(self, offsets: list[int], timestamps: list[int], payloads: Any, schema: Any) -> bool:
-        """Columnar :meth:`process_many` (:mod:`lakesink.columnar`): records that are all written
+        """Columnar :meth:`process_many` (:mod:`lakesink.executor.columnar`): records that are all written
         (no null value) with one ``schema``, under the Default partitioner and count-only
         rotation, given as their ascending offsets, timestamps and format payloads (one per
         record: a pyarrow array or a list, sliceable). Returns False, having done nothing, if the

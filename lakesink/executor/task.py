@@ -1,0 +1,119 @@
+"""The ``mapInArrow`` body of a sink batch: Arrow batches of one Kafka partition in, JSON result rows out.
+
+Each result row is a manifest row of an object this task uploaded, plus one status row per partition
+(records read, first and last offset) from which the driver proves the ranges chain. The task owns its
+archiver: on any failure it aborts what it staged and re-raises, so the batch commits nothing.
+"""
+from __future__ import annotations
+
+import gc
+import json
+from typing import Any, Iterator
+
+from lakesink.errors import BatchValidationError
+
+
+RESULT_SCHEMA = "row string"
+
+
+def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=None) -> Iterator[Any]:
+    """mapInArrow body: archive the records of one Kafka partition; yield JSON result rows.
+
+    Each Arrow batch takes the columnar path (``columnar``, a :class:`~lakesink.executor.columnar.ColumnarPlan`)
+    when it can, else the per-record path: decode, SinkRecords, rotation, ``write_many``."""
+    import pyarrow as pa
+
+    from lakesink.executor.archiver import PartitionArchiver
+    from lakesink.objects.records import SinkRecord
+    from lakesink.store import StoreSettings, open_store
+
+    archiver = None
+    only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
+    value_decoder = cfg.value_decoder_instance()
+    bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
+    key_decoder = cfg.key_decoder_instance()
+    store = open_store(StoreSettings.from_config(cfg))
+    first = last = None
+    read = 0
+    # The cyclic GC, left automatic, re-scans the young records of this loop every few hundred
+    # allocations (up to half the CPU time); the records hold no reference cycles, so it is off
+    # here, with a collection of the young generations after each Arrow batch to bound any cyclic
+    # garbage (exceptions, libraries) to one batch. The previous state is restored at the end.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            names = batch.schema.names
+            col = {name: batch.column(i) for i, name in enumerate(names)}
+            # columns the read left out (see SinkJob._read): one topic, no stored keys/headers
+            topics = col["topic"].to_pylist() if "topic" in col else None
+            parts = col["partition"].to_pylist()
+            topic, part = (topics[0] if topics else only_topic), parts[0]
+            if archiver is None:
+                plan = plans[(topic, part)]
+                archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
+            offsets = col["offset"].to_pylist()
+            if first is None:
+                first = offsets[0]
+            mixed = first_mixed(topics, parts, n)
+            if columnar is not None and mixed is None:
+                prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
+                if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared):
+                    last = offsets[-1]
+                    read += n
+                    del prepared
+                    gc.collect(1)
+                    continue
+            raw_values = col["value"].to_pylist()
+            raw_keys = col["key"].to_pylist() if "key" in col else [None] * n
+            tss = col["ts"].to_pylist()
+            hcol = col.get("headers")
+            headers = [()] * n if hcol is None or hcol.null_count == n else [
+                tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
+            values = value_decoder.decode_many(raw_values, topic, part, offsets)
+            keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
+            if bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
+                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1])
+                        for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
+            else:
+                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
+                        for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
+            if mixed is not None:
+                archiver.process_many(recs[:mixed])
+                raise BatchValidationError(
+                    f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{parts[mixed]}")
+            archiver.process_many(recs)
+            last = offsets[-1]
+            read += n
+            del recs, values, keys, raw_values, raw_keys, headers
+            gc.collect(1)
+        rows = archiver.finish() if archiver else []
+    except BaseException:
+        if archiver is not None:
+            archiver.abort()
+        raise
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    out = [json.dumps(r, default=json_default) for r in rows]
+    if archiver is not None:
+        out.append(json.dumps({"_status": True, "topic": archiver.topic, "kafka_partition": archiver.partition,
+                               "read": read, "first_offset": first, "last_offset": last}))
+    if out:
+        yield pa.RecordBatch.from_pydict({"row": out})
+
+
+def first_mixed(topics: list | None, parts: list, n: int) -> int | None:
+    """Index of the first row of a batch from another topic-partition than row 0's, or None."""
+    if (topics is None or topics.count(topics[0]) == n) and parts.count(parts[0]) == n:
+        return None
+    return next(i for i in range(n) if (topics is not None and topics[i] != topics[0]) or parts[i] != parts[0])
+
+
+def json_default(o):
+    if isinstance(o, (bytes, bytearray)):
+        return o.hex()
+    raise TypeError(type(o).__name__)
