@@ -28,7 +28,7 @@ jars:
 
 # One pytest run, unit tests first. pytest exits 5 when it collects nothing, which fails make.
 test: bootstrap
-	$(PYTEST) -q $(PYTEST_ARGS) tests/unit tests/integration
+	$(PYTEST) -q --durations=15 $(PYTEST_ARGS) tests/unit tests/integration
 
 unit: bootstrap
 	$(PYTEST) -q $(PYTEST_ARGS) tests/unit

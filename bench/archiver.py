@@ -91,7 +91,7 @@ def digest(store_dir: Path, rows: list) -> str:
             else:
                 h.update(p.read_bytes())
     for r in rows:
-        d = json.loads(r)
+        d = json.loads(r)["row"]
         for k in ("etag", "object_uri"):  # etag: random Avro sync markers; uri: the temp dir
             d.pop(k, None)
         for side in d.get("side_files") or []:
@@ -117,7 +117,7 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = No
         out = list(archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
         dt = time.process_time() - t
         rows = out[0].column("row").to_pylist() if out else []
-        return dt, rows, digest(work / "store", [r for r in rows if '"_status"' not in r])
+        return dt, rows, digest(work / "store", [r for r in rows if '"status"' not in json.loads(r)])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import fastavro
 
+from lakesink import registry
 from lakesink.errors import DecodeError, LakesinkError, SchemaError
 from lakesink.objects.records import ValueSchema
 from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
@@ -309,25 +310,16 @@ class AvroDecoder(Decoder):
         return out + super().decode_many(raws[i:], topic, partition, offsets[i:], errors)
 
 
-_DECODERS = {"bytes": BytesDecoder, "string": StringDecoder, "json": JsonDecoder, "avro": AvroDecoder}
-DECODER_NAMES: tuple[str, ...] = tuple(_DECODERS)
-ALIASES = {
-    "org.apache.kafka.connect.converters.ByteArrayConverter": "bytes",
-    "bytearray": "bytes",
-    "org.apache.kafka.connect.storage.StringConverter": "string",
-    "org.apache.kafka.connect.json.JsonConverter": "json",
-    "io.confluent.connect.avro.AvroConverter": "avro",
-}
+#: The registered decoder names; the classes and the alias table (Connect converter class names,
+#: ``bytearray``) live in :mod:`lakesink.registry`.
+DECODER_NAMES: tuple[str, ...] = registry.names("decoder")
 
 
 def create_decoder(name: str, **options) -> Decoder:
     """Build a decoder by name (bytes|string|json|avro, or a Connect converter class name).
     Raises ValueError for unknown names/options."""
-    key = ALIASES.get(name, name.lower() if isinstance(name, str) else name)
-    try:
-        cls = _DECODERS[key]
-    except KeyError:
-        raise ValueError(f"unknown decoder {name!r}; expected one of {list(DECODER_NAMES)}") from None
+    cls = registry.load("decoder", name)  # ValueError: unknown decoder ...
+    key = registry.canonical("decoder", name)
     try:
         return cls(**options)
     except TypeError as e:

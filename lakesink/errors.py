@@ -126,3 +126,23 @@ class ManifestError(LakesinkError):
 
 class FencedError(ManifestError):
     """Another run committed this batch (or an overlapping range) first."""
+
+
+class ArchiveReadError(LakesinkError):
+    """An archived object cannot be read back as its manifest row describes it (lakesink.driver.archive)."""
+
+
+class ManifestRowError(ArchiveReadError):
+    """A manifest row lacks a field a reader needs, or holds a value of the wrong kind."""
+
+
+class MissingSideFileError(ArchiveReadError):
+    """The manifest records no side file (keys/headers) for an object whose side view was asked for."""
+
+
+class RecordCountMismatchError(ArchiveReadError):
+    """An object holds another number of records than its manifest row says."""
+
+
+class CorruptObjectError(ArchiveReadError):
+    """An object's bytes cannot be decoded by the format it was written with."""

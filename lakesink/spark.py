@@ -237,17 +237,5 @@ def _try_set(spark: "SparkSession", key: str, value: str) -> None:
         pass
 
 
-def s3_settings_for(cfg) -> S3Settings | None:
-    """S3A settings matching a SinkConfig's object store, so an ``s3a://`` manifest beside the
-    archive uses the same endpoint and credentials. None for a ``file://`` store."""
-    url = cfg.endpoint_url
-    if url and url.startswith("file:"):
-        return None
-    reveal = lambda s: s.reveal() if s is not None else None  # noqa: E731
-    return S3Settings(endpoint_url=url, access_key=reveal(cfg.aws_access_key_id),
-                      secret_key=reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
-                      path_style=cfg.s3_path_style_access)
-
-
-__all__ = ["S3Settings", "get_spark", "set_credentials", "s3_settings_for", "default_jars_dir", "JARS_ENV",
+__all__ = ["S3Settings", "get_spark", "set_credentials", "default_jars_dir", "JARS_ENV",
            "CLUSTER_ENV"]

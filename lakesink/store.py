@@ -19,6 +19,7 @@ import hashlib
 import io
 import os
 import random
+import stat
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -67,26 +68,6 @@ class StoreSettings:
     def is_local(self) -> bool:
         return bool(self.endpoint_url) and self.endpoint_url.startswith("file:")
 
-    @classmethod
-    def from_config(cls, cfg) -> "StoreSettings":
-        """Build from a SinkConfig (Confluent keys: s3.bucket.name, store.url, s3.region, ...)."""
-        def reveal(secret):
-            return secret.reveal() if secret is not None else None
-
-        return cls(
-            bucket=cfg.s3_bucket_name,
-            endpoint_url=cfg.endpoint_url,
-            region=cfg.s3_region,
-            path_style=cfg.s3_path_style_access,
-            access_key=reveal(cfg.aws_access_key_id),
-            secret_key=reveal(cfg.aws_secret_access_key),
-            part_size=cfg.s3_part_size,
-            part_retries=cfg.s3_part_retries,
-            retry_backoff_ms=cfg.s3_retry_backoff_ms,
-            sse=cfg.s3_ssea_name or "",
-            kms_key_id=cfg.s3_sse_kms_key_id,
-            acl=cfg.s3_acl_canned,
-        )
 
 
 @dataclass(frozen=True)
@@ -254,7 +235,9 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a key "under" an object's key: no such object
+            return None
+        if not stat.S_ISREG(st.st_mode):  # a key that only prefixes other keys is a directory, not an object
             return None
         return ObjectInfo(key, st.st_size, _md5_file(path), st.st_mtime, metadata=_read_xattrs(path))
 
@@ -263,7 +246,7 @@ class LocalStore(ObjectStore):
         try:
             with open(path, "rb") as f:
                 data = f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise StoreError(f"{self.uri(key)}: no such object") from None
         if etag is not None and hashlib.md5(data).hexdigest() != _strip(etag):
             raise ObjectChangedError(f"{self.uri(key)}: content does not match the recorded etag {etag}")
@@ -285,7 +268,7 @@ class LocalStore(ObjectStore):
     def delete(self, key: str) -> None:
         try:
             os.unlink(self._path(key))
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             pass
 
 

@@ -105,13 +105,14 @@ class KafkaBroker:
     def start(self) -> "KafkaBroker":
         if self.running():
             return self
-        java = check_java()
-        jar_dir = self._jar_dir or jars_dir("kafka", KAFKA_JARS_ENV)
-        cp = classpath(broker_classpath(jar_dir))
+        # a requested port that is taken is the cheapest problem to find: before Java and the jars
         if self._req_port:
             ensure_port_free(self._req_port, "Kafka broker")
         if self._req_controller_port:
             ensure_port_free(self._req_controller_port, "Kafka controller")
+        java = check_java()
+        jar_dir = self._jar_dir or jars_dir("kafka", KAFKA_JARS_ENV)
+        cp = classpath(broker_classpath(jar_dir))
 
         auto_ports = not (self._req_port and self._req_controller_port)
         attempts = 3 if auto_ports else 1

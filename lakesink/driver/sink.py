@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import re
 import signal
 import threading
@@ -29,10 +28,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from lakesink import wiring
 from lakesink.errors import (BatchFailedError, BatchValidationError, DataLossError, FencedError, KeyConflictError,
                              LakesinkError, ResumeGuardError)
-from lakesink.executor.task import RESULT_SCHEMA, archive_partitions
-from lakesink.manifest import Manifest
+from lakesink.executor.archiver import ArchivedRow
+from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
+from lakesink.hooks import NO_HOOKS, Hooks
+from lakesink.manifest import OBJECT, SKIPPED, Manifest, ManifestRow, advance_row, skipped_row
 
 log = logging.getLogger("lakesink.driver.sink")
 
@@ -68,7 +70,7 @@ class BatchResult:
     records: int = 0
     bytes: int = 0
     partitions: list[PartitionPlan] = field(default_factory=list)
-    rows: list[dict] = field(default_factory=list)
+    rows: list[ManifestRow] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
@@ -83,20 +85,20 @@ class BatchResult:
 class SinkJob:
     """The sink for one config. All state lives in the manifest; the object itself is disposable."""
 
-    def __init__(self, spark, cfg, run_id: str | None = None):
+    def __init__(self, spark, cfg, run_id: str | None = None, hooks: Hooks | None = None):
         from lakesink.driver.kafka_admin import KafkaMetadata
-        from lakesink.store import StoreSettings, open_store
+        from lakesink.store import open_store
 
         self.spark, self.cfg = spark, cfg
         self.run_id = run_id or f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         self.manifest = Manifest(spark, cfg.manifest_location)
         self.kafka = KafkaMetadata(cfg.kafka_options)
-        self.store = open_store(StoreSettings.from_config(cfg))
-        self.fault_spec = os.environ.get("LAKESINK_FAULT", "")
+        self.store = open_store(wiring.store_settings(cfg))
+        self.hooks = hooks or NO_HOOKS
         self.manifest.ensure()
 
     # -- planning
-    def plan(self) -> tuple[list[PartitionPlan], list[dict], Any, int]:
+    def plan(self) -> tuple[list[PartitionPlan], list[ManifestRow], Any, int]:
         """Partitions to read, 'skipped' rows to record, the Kafka snapshot and the batch id."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -132,9 +134,8 @@ class SinkJob:
                         f"offsets.on.data.loss=skip to continue from {b.earliest} (the skipped range is recorded "
                         f"in the manifest)")
                 log.warning("skipping %s lost to retention", lost)
-                skipped.append({"topic": topic, "kafka_partition": part, "kind": "skipped", "range_start": start,
-                                "range_end": b.earliest - 1, "record_count": 0, "note": "deleted by retention",
-                                "kafka_cluster_id": ksnap.cluster_id, "topic_id": ksnap.topic_ids.get(topic)})
+                skipped.append(skipped_row(topic, part, start, b.earliest - 1, "deleted by retention",
+                                           kafka_cluster_id=ksnap.cluster_id, topic_id=ksnap.topic_ids.get(topic)))
                 start = b.earliest
             if start > b.latest:
                 raise ResumeGuardError(
@@ -187,17 +188,17 @@ class SinkJob:
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
-        from lakesink.executor.archiver import BatchContext, Fault
+        from lakesink.executor.archiver import BatchContext
 
         t0 = time.monotonic()
         plans, skipped, ksnap, batch_id = self.plan()
         result = BatchResult(batch_id, self.run_id, partitions=plans)
         result.seconds["plan"] = time.monotonic() - t0
-        rows: list[dict] = list(skipped)
+        rows: list[ManifestRow] = list(skipped)
         if plans:
             ctx = BatchContext(job=self.cfg.name, run_id=self.run_id, batch_id=batch_id,
                                cluster_id=ksnap.cluster_id, topic_ids=ksnap.topic_ids, flush_tail=flush_tail,
-                               fault=Fault.parse(self.fault_spec, os.getpid()))
+                               hooks=self.hooks.for_executors())
             cfg = self.cfg
             starts = {(p.topic, p.partition): (p.start, p.end) for p in plans}
             # resolve the manifest's transaction ids while the executors work (see Manifest.warm_commit)
@@ -212,69 +213,40 @@ class SinkJob:
                 raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
                                        f"{executor_error(e)}") from e
             result.seconds["archive"] = time.monotonic() - t1
-            decoded = [json.loads(r.row) for r in out]
-            status = {(d["topic"], d["kafka_partition"]): d for d in decoded if d.get("_status")}
-            produced = [d for d in decoded if not d.get("_status")]
+            decoded = [decode_result(r.row) for r in out]
+            status = {(d.topic, d.partition) for d in decoded if isinstance(d, PartitionStatus)}
+            produced = [d for d in decoded if isinstance(d, ArchivedRow)]
             for p in plans:
                 if (p.topic, p.partition) not in status:
                     # Spark read no record in [start, end): only transaction markers / compaction gaps
-                    rows.append({"topic": p.topic, "kafka_partition": p.partition, "kind": "advance",
-                                 "range_start": p.start, "range_end": p.end - 1, "record_count": 0,
-                                 "note": "no records in range", "kafka_cluster_id": ksnap.cluster_id,
-                                 "topic_id": ksnap.topic_ids.get(p.topic)})
-            rows += produced
+                    rows.append(advance_row(p.topic, p.partition, p.start, p.end - 1, "no records in range",
+                                            kafka_cluster_id=ksnap.cluster_id, topic_id=ksnap.topic_ids.get(p.topic)))
             warm.join(timeout=120)
-            self._fault("before_resolve")
-            self._resolve_pending(rows)
+            self.hooks.driver("before_resolve")
+            rows += self._resolve_pending(produced)
         self._validate(plans, rows)
-        self._fault("before_commit")
+        self.hooks.driver("before_commit")
         self._verify_uploads(rows)
-        for r in rows:
-            for k in ("min_timestamp", "max_timestamp"):
-                if r.get(k) is not None:
-                    r[k] = dt.datetime.fromtimestamp(r[k] / 1000, dt.timezone.utc).replace(tzinfo=None)
-            for s in r.get("side_files") or []:
-                s.pop("_pending", None)
-            r.pop("_pending", None)
         t2 = time.monotonic()
         if rows:
-            self._fault("during_commit")
+            self.hooks.driver("during_commit")
             result.committed_rows = self.manifest.commit(self.cfg.name, batch_id, self.run_id, rows)
-            self._fault("after_commit")
+            self.hooks.driver("after_commit")
         result.seconds["commit"] = time.monotonic() - t2
         result.rows = rows
-        result.objects = sum(1 for r in rows if r["kind"] == "object")
-        result.records = sum(r["record_count"] for r in rows)
-        result.bytes = sum(r.get("size_bytes") or 0 for r in rows)
+        result.objects = sum(1 for r in rows if r.kind == OBJECT)
+        result.records = sum(r.record_count for r in rows)
+        result.bytes = sum(r.size_bytes or 0 for r in rows)
         return result
 
-    def _fault(self, point: str) -> None:
-        """Test-only: SIGKILL this driver at a named point (LAKESINK_FAULT=point[:delay_ms])."""
-        spec, _, arg = self.fault_spec.partition(":")
-        if spec != point:
-            return
-        if point == "during_commit":  # kill while the Delta commit is in flight
-            threading.Timer(int(arg or 500) / 1000, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
-        else:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    def _resolve_pending(self, rows: list[dict]) -> None:
-        """Keys that already held an object at upload time: replace orphans, abort on committed ones."""
-        from lakesink.store import PendingWrite
-
-        pend = []
-        for r in rows:
-            for holder in [r] + list(r.get("side_files") or []):
-                if holder.get("_pending"):
-                    pend.append(holder)
-        if not pend:
-            return
-        keys = {h["_pending"]["key"] for h in pend}
+    def _resolve_pending(self, produced: list[ArchivedRow]) -> list[ManifestRow]:
+        """The executors' rows, once every upload that met an existing object is resolved: an orphan of this
+        job's failed runs is replaced (or adopted, if it holds our very bytes); anything else stops the batch."""
+        pendings = {p.key: p for a in produced for p in a.pending}
+        if not pendings:
+            return [a.row for a in produced]
+        keys = set(pendings)
         owners = self.manifest.committed_owners(keys)
-        pendings = {h["_pending"]["key"]: PendingWrite(
-            h["_pending"]["key"], h["_pending"]["existing_etag"], h["_pending"]["size"], h["_pending"]["token"],
-            tuple(tuple(p) for p in h["_pending"]["parts"]), h["_pending"].get("etag"),
-            tuple(h["_pending"].get("content_etags") or ())) for h in pend}
 
         def give_up(error: LakesinkError):
             for p in pendings.values():
@@ -307,18 +279,21 @@ class SinkJob:
                     f"{self.store.uri(key)} already exists, uploaded by {whose}, and job {job!r} writes the same "
                     f"key: it is not replaced (give this job its own topics.dir or bucket, or remove the object "
                     f"if it is garbage); nothing was committed"))
-        for h in pend:
-            p = pendings[h["_pending"]["key"]]
-            if p.same_content:  # a replay wrote the very same bytes: keep that object, replace nothing
-                w = self.store.adopt_pending(p)
-                log.info("kept existing object %s (etag %s): same content as this run's", w.key, w.etag)
-            else:
-                w = self.store.finish_pending(p)
-                log.warning("replaced orphan object %s (etag %s) left by a failed run", w.key, p.existing_etag)
-            h["etag"], h["version_id"], h["size_bytes"] = w.etag, w.version_id, w.size
-            h["_pending"] = None
+        rows = []
+        for archived in produced:
+            row = archived.row
+            for p in archived.pending:
+                if p.same_content:  # a replay wrote the very same bytes: keep that object, replace nothing
+                    w = self.store.adopt_pending(p)
+                    log.info("kept existing object %s (etag %s): same content as this run's", w.key, w.etag)
+                else:
+                    w = self.store.finish_pending(p)
+                    log.warning("replaced orphan object %s (etag %s) left by a failed run", w.key, p.existing_etag)
+                row = row.with_written(w.key, w.etag, w.version_id, w.size)
+            rows.append(row)
+        return rows
 
-    def _verify_uploads(self, rows: list[dict]) -> None:
+    def _verify_uploads(self, rows: list[ManifestRow]) -> None:
         """Every object about to be committed still holds the bytes this run uploaded.
 
         Another run of the same batch may have taken our uploads for orphans and replaced them
@@ -330,10 +305,9 @@ class SinkJob:
 
         expected = {}
         for r in rows:
-            for holder in [r] + list(r.get("side_files") or []):
-                key = holder.get("object_key") if holder is r else holder.get("key")
-                if key and holder.get("etag"):
-                    expected[key] = holder["etag"]
+            if r.object_key:
+                expected[r.object_key] = r.etag
+            expected.update((s.key, s.etag) for s in r.side_files or ())
         with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
             current = dict(zip(expected, pool.map(self.store.head, expected)))
         for key, etag in expected.items():
@@ -344,13 +318,13 @@ class SinkJob:
                     f"uploaded it (etag {etag} → {info.etag if info else 'deleted'}); this run "
                     f"({self.run_id}) committed nothing")
 
-    def _validate(self, plans: list[PartitionPlan], rows: list[dict]) -> None:
+    def _validate(self, plans: list[PartitionPlan], rows: list[ManifestRow]) -> None:
         """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""
         by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for r in rows:
-            if r["kind"] == "skipped":
+            if r.kind == SKIPPED:
                 continue
-            by_part.setdefault((r["topic"], r["kafka_partition"]), []).append((r["range_start"], r["range_end"]))
+            by_part.setdefault((r.topic, r.kafka_partition), []).append((r.range_start, r.range_end))
         planned = {(p.topic, p.partition): p for p in plans}
         for tp, ranges in by_part.items():
             p = planned.get(tp)

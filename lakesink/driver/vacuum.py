@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from lakesink import wiring
 from lakesink.store import ObjectInfo, ObjectStore
 
 DEFAULT_RETENTION_S = 24 * 3600.0
@@ -65,13 +66,13 @@ def vacuum(spark, cfg, retention_s: float = DEFAULT_RETENTION_S, execute: bool =
     like orphans even when they are not recognisably this job's. A referenced key is never deleted.
     """
     from lakesink.manifest import Manifest
-    from lakesink.store import StoreSettings, open_store
+    from lakesink.store import open_store
 
     now = time.time() if now is None else now
     manifest = Manifest(spark, cfg.manifest_location)
     if not manifest.exists():  # the job never ran: nothing of its own can be committed, and nothing is created
         manifest = _EmptyManifest()
-    store = open_store(StoreSettings.from_config(cfg))
+    store = open_store(wiring.store_settings(cfg))
     named = set(also_delete)
     committed = manifest.committed_keys()  # every job's: nothing a row references is ever touched
     report = VacuumReport()
@@ -125,7 +126,7 @@ def _own_key_predicate(cfg, topics: set[str]):
     from lakesink.errors import KeyNameError
     from lakesink.objects.naming import parse_key
 
-    naming, exts = cfg.naming(), cfg.key_extensions()
+    naming, exts = wiring.naming(cfg), wiring.key_extensions(cfg)
 
     def own(key: str) -> bool:
         try:
@@ -157,5 +158,5 @@ def _prefixes(cfg, topics: set[str]) -> list[str]:
     """``<topics.dir>/<topic>/`` for each topic: keys are <topics.dir><delim><topic><delim>... (value_key)."""
     from lakesink.objects.naming import validate_topic
 
-    naming = cfg.naming()
+    naming = wiring.naming(cfg)
     return sorted(naming.prefix + validate_topic(t) + naming.directory_delim for t in topics)

@@ -8,13 +8,14 @@ Python worker on any node.
 """
 from __future__ import annotations
 
-import os
-import signal
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
+from lakesink import wiring
+from lakesink.hooks import NO_HOOKS, Hooks
+from lakesink.manifest.rows import ManifestRow, SideFile, advance_row, object_row
 from lakesink.objects.formats.base import RecordView
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
@@ -22,29 +23,13 @@ from lakesink.store import ObjectStore, PendingWrite, WrittenObject, upload_meta
 from lakesink.errors import ArchiveConsistencyError
 
 
-@dataclass
-class Fault:
-    """Test-only fault injection: SIGKILL the driver after ``count`` uploaded commit groups."""
+@dataclass(frozen=True)
+class ArchivedRow:
+    """A manifest row built on an executor, with the uploads that met an existing object (``pending``):
+    the driver resolves those against the manifest before the row can be committed."""
 
-    point: str = ""
-    count: int = 0
-    driver_pid: int = 0
-    seen: int = 0
-
-    @classmethod
-    def parse(cls, spec: str | None, driver_pid: int) -> "Fault":
-        if not spec:
-            return cls()
-        point, _, n = spec.partition(":")
-        return cls(point, int(n or 0), driver_pid)
-
-    def hit(self, point: str) -> None:
-        if self.point != point:
-            return
-        self.seen += 1
-        if self.seen > self.count:
-            os.kill(self.driver_pid, signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGKILL)
+    row: ManifestRow
+    pending: tuple[PendingWrite, ...] = ()
 
 
 #: Records handed to the format writers at once (``write_many``): amortises per-call overhead.
@@ -79,7 +64,7 @@ class BatchContext:
     cluster_id: str | None
     topic_ids: dict[str, str | None]
     flush_tail: bool = False
-    fault: Fault = field(default_factory=Fault)
+    hooks: Hooks = NO_HOOKS  # picklable: see lakesink.hooks
 
 
 class PartitionArchiver:
@@ -92,18 +77,18 @@ class PartitionArchiver:
 
         self.cfg, self.store, self.ctx = cfg, store, ctx
         self.topic, self.partition = topic, partition
-        self.naming = cfg.naming()
+        self.naming = wiring.naming(cfg)
         self._naming = naming
-        self.formats = {RecordView.VALUE: cfg.value_format()}
+        self.formats = {RecordView.VALUE: wiring.value_format(cfg)}
         if cfg.store_kafka_keys:
-            self.formats[RecordView.KEYS] = cfg.keys_format()
+            self.formats[RecordView.KEYS] = wiring.keys_format(cfg)
         if cfg.store_kafka_headers:
-            self.formats[RecordView.HEADERS] = cfg.headers_format()
+            self.formats[RecordView.HEADERS] = wiring.headers_format(cfg)
         kwargs: dict[str, Any] = {"schedule_anchor_ms": schedule_anchor_ms}
         if clock:
             kwargs["clock"] = clock
-        self.partitioner = cfg.partitioner()
-        self.rotator = Rotator(cfg.rotation_policy(), self.partitioner, start_offset, **kwargs)
+        self.partitioner = wiring.partitioner(cfg)
+        self.rotator = Rotator(wiring.rotation_policy(cfg), self.partitioner, start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
         # offsets read (in order) and those of them ignored; [*_pos:] not yet accounted by a commit
         self._read: list[int] = []
@@ -111,7 +96,7 @@ class PartitionArchiver:
         self._ignored: list[int] = []
         self._ignored_pos = 0
         self._ignore_nulls = cfg.behavior_on_null_values == "ignore"
-        self.rows: list[dict] = []
+        self.rows: list[ArchivedRow] = []
 
     # -- input
     def process(self, record: SinkRecord) -> None:
@@ -151,7 +136,7 @@ class PartitionArchiver:
                 self._apply(ev)
         return True
 
-    def finish(self) -> list[dict]:
+    def finish(self) -> list[ArchivedRow]:
         """End of the batch: close what rotation closes; abort (leave uncommitted) the rest."""
         for ev in self.rotator.finish(flush_tail=self.ctx.flush_tail):
             self._apply(ev)
@@ -187,7 +172,7 @@ class PartitionArchiver:
             self._commit(ev)
         elif isinstance(ev, Advance):
             self._check_accounting(ev.range_start, ev.range_end, 0)
-            self.rows.append(self._row("advance", ev.range_start, ev.range_end))
+            self.rows.append(self._advance_row(ev.range_start, ev.range_end))
 
     def _open_file(self, encoded: str, start_offset: int) -> _OpenFile:
         vfmt = self.formats[RecordView.VALUE]
@@ -209,7 +194,7 @@ class PartitionArchiver:
             f = self.open.pop(fs.encoded_partition)
             f.flush()
             results = {}
-            side: list[dict] = []
+            index: list[tuple[str, WrittenObject | PendingWrite]] = []
             for view, (fw, ow) in f.writers.items():
                 fw.close()
                 if fw.record_count != fs.record_count:
@@ -220,11 +205,11 @@ class PartitionArchiver:
                 for suffix, data in fw.side_files().items():
                     skey = self._naming.index_key(f.key, vext) if suffix == ".index.json" else f.key + suffix
                     meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
-                    side.append(self._side("index", self.store.put_bytes(skey, data, meta)))
+                    index.append(("index", self.store.put_bytes(skey, data, meta)))
             value = results.pop(RecordView.VALUE)
-            side = [self._side(view.value, res) for view, res in results.items()] + side
-            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, side))
-            self.ctx.fault.hit("after_upload")
+            sides = [(view.value, res) for view, res in results.items()] + index
+            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, sides))
+            self.ctx.hooks.executor("after_upload")
         if self.open:
             raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: files left open after a commit: "
                                           f"{sorted(self.open)}")
@@ -249,36 +234,25 @@ class PartitionArchiver:
                 f"({ignored} ignored) but the commit group holds {archived}")
 
     # -- rows
-    def _side(self, view: str, res: WrittenObject | PendingWrite) -> dict:
-        return {"view": view, "key": res.key, "etag": res.etag if isinstance(res, WrittenObject) else None,
-                "version_id": getattr(res, "version_id", None), "size_bytes": res.size,
-                "_pending": _pending_dict(res)}
+    def _advance_row(self, range_start: int, range_end: int) -> ArchivedRow:
+        return ArchivedRow(advance_row(self.topic, self.partition, range_start, range_end,
+                                       kafka_cluster_id=self.ctx.cluster_id,
+                                       topic_id=self.ctx.topic_ids.get(self.topic)))
 
-    def _row(self, kind: str, range_start: int, range_end: int) -> dict:
-        return {
-            "topic": self.topic, "kafka_partition": self.partition, "kind": kind,
-            "range_start": range_start, "range_end": range_end, "record_count": 0,
-            "kafka_cluster_id": self.ctx.cluster_id, "topic_id": self.ctx.topic_ids.get(self.topic),
-        }
-
-    def _object_row(self, fs, range_start: int, range_end: int, value, side: list[dict]) -> dict:
-        vfmt = self.formats[RecordView.VALUE]
-        s = fs.schema
-        row = self._row("object", range_start, range_end)
-        row.update(
-            first_offset=fs.start_offset, last_offset=fs.last_offset, record_count=fs.record_count,
-            encoded_partition=fs.encoded_partition, object_key=value.key, object_uri=self.store.uri(value.key),
-            keys_key=next((x["key"] for x in side if x["view"] == "keys"), None),
-            headers_key=next((x["key"] for x in side if x["view"] == "headers"), None),
-            side_files=side, format=vfmt.name, compression=_compression(self.cfg),
-            size_bytes=value.size, etag=value.etag if isinstance(value, WrittenObject) else None,
-            version_id=getattr(value, "version_id", None),
-            min_timestamp=fs.min_timestamp, max_timestamp=fs.max_timestamp,
-            schema_subject=getattr(s, "subject", None), schema_id=getattr(s, "id", None),
-            schema_version=getattr(s, "version", None), schema_fingerprint=getattr(s, "fingerprint", None),
-            _pending=_pending_dict(value),
-        )
-        return row
+    def _object_row(self, fs, range_start: int, range_end: int, value: WrittenObject | PendingWrite,
+                    sides: list[tuple[str, WrittenObject | PendingWrite]]) -> ArchivedRow:
+        written = [value] + [res for _view, res in sides]
+        row = object_row(
+            self.topic, self.partition, range_start, range_end, first_offset=fs.start_offset,
+            last_offset=fs.last_offset, record_count=fs.record_count, encoded_partition=fs.encoded_partition,
+            object_key=value.key, object_uri=self.store.uri(value.key),
+            side_files=tuple(SideFile(view, res.key, _etag(res), getattr(res, "version_id", None), res.size)
+                             for view, res in sides),
+            format=self.formats[RecordView.VALUE].name, compression=_compression(self.cfg), size_bytes=value.size,
+            etag=_etag(value), version_id=getattr(value, "version_id", None), min_timestamp_ms=fs.min_timestamp,
+            max_timestamp_ms=fs.max_timestamp, schema=fs.schema, kafka_cluster_id=self.ctx.cluster_id,
+            topic_id=self.ctx.topic_ids.get(self.topic))
+        return ArchivedRow(row, tuple(w for w in written if isinstance(w, PendingWrite)))
 
 
 @dataclass(frozen=True)
@@ -294,8 +268,6 @@ def _compression(cfg) -> str:
             "blockgzip": cfg.blockgzip_compression}.get(cfg.format_name, cfg.s3_compression_type)
 
 
-def _pending_dict(res) -> dict | None:
-    if isinstance(res, PendingWrite):
-        return {"key": res.key, "existing_etag": res.existing_etag, "size": res.size, "token": res.token,
-                "parts": [list(p) for p in res.parts], "etag": res.etag, "content_etags": list(res.content_etags)}
-    return None
+def _etag(res: WrittenObject | PendingWrite) -> str | None:
+    """A written object's ETag; None while pending (the driver records it once resolved)."""
+    return res.etag if isinstance(res, WrittenObject) else None

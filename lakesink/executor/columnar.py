@@ -28,6 +28,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from lakesink import wiring
+
 log = logging.getLogger("lakesink.executor.columnar")
 
 #: the Spark column holding the JVM's canonical-Avro check (``avro``, ``parquet`` plans)
@@ -75,14 +77,14 @@ class ColumnarPlan:
         """The plan for ``cfg``, or None when its records need the per-record path."""
         from lakesink.objects.partitioners import DefaultPartitioner
 
-        if type(cfg.partitioner()) is not DefaultPartitioner:
+        if type(wiring.partitioner(cfg)) is not DefaultPartitioner:
             return None
-        policy = cfg.rotation_policy()
+        policy = wiring.rotation_policy(cfg)
         if policy.rotate_schedule_interval_ms > 0 or policy.behavior_on_null_values == "write":
             return None
         if cfg.store_kafka_keys or cfg.store_kafka_headers or cfg.key_decoder != "bytes":
             return None
-        fmt, dec = cfg.value_format(), cfg.value_decoder_instance()
+        fmt, dec = wiring.value_format(cfg), wiring.value_decoder_instance(cfg)
         if fmt.name == "bytearray" and dec.name == "bytes":
             return cls("bytes")
         if (fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and not dec.wire_format

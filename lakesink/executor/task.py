@@ -6,11 +6,17 @@ archiver: on any failure it aborts what it staged and re-raises, so the batch co
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
+from dataclasses import dataclass
 from typing import Any, Iterator
 
+from lakesink import wiring
 from lakesink.errors import BatchValidationError
+from lakesink.executor.archiver import ArchivedRow
+from lakesink.manifest.rows import ManifestRow
+from lakesink.store import PendingWrite
 
 
 RESULT_SCHEMA = "row string"
@@ -25,14 +31,14 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
 
     from lakesink.executor.archiver import PartitionArchiver
     from lakesink.objects.records import SinkRecord
-    from lakesink.store import StoreSettings, open_store
+    from lakesink.store import open_store
 
     archiver = None
     only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
-    value_decoder = cfg.value_decoder_instance()
+    value_decoder = wiring.value_decoder_instance(cfg)
     bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
-    key_decoder = cfg.key_decoder_instance()
-    store = open_store(StoreSettings.from_config(cfg))
+    key_decoder = wiring.key_decoder_instance(cfg)
+    store = open_store(wiring.store_settings(cfg))
     first = last = None
     read = 0
     # The cyclic GC, left automatic, re-scans the young records of this loop every few hundred
@@ -98,12 +104,38 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     finally:
         if gc_was_enabled:
             gc.enable()
-    out = [json.dumps(r, default=json_default) for r in rows]
+    out = [encode_result(r) for r in rows]
     if archiver is not None:
-        out.append(json.dumps({"_status": True, "topic": archiver.topic, "kafka_partition": archiver.partition,
-                               "read": read, "first_offset": first, "last_offset": last}))
+        out.append(encode_result(PartitionStatus(archiver.topic, archiver.partition, read, first, last)))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """What a task read of its Kafka partition: the driver proves from it that the ranges chain."""
+
+    topic: str
+    partition: int
+    read: int
+    first_offset: int | None
+    last_offset: int | None
+
+
+def encode_result(result: ArchivedRow | PartitionStatus) -> str:
+    """One result row of the task (a JSON string), as :func:`decode_result` reads it on the driver."""
+    if isinstance(result, PartitionStatus):
+        return json.dumps({"status": dataclasses.asdict(result)})
+    return json.dumps({"row": result.row.to_json(), "pending": [dataclasses.asdict(p) for p in result.pending]})
+
+
+def decode_result(text: str) -> ArchivedRow | PartitionStatus:
+    data = json.loads(text)
+    if "status" in data:
+        return PartitionStatus(**data["status"])
+    pending = tuple(PendingWrite(**{**p, "parts": tuple(tuple(x) for x in p["parts"]),
+                                    "content_etags": tuple(p["content_etags"])}) for p in data["pending"])
+    return ArchivedRow(ManifestRow.from_json(data["row"]), pending)
 
 
 def first_mixed(topics: list | None, parts: list, n: int) -> int | None:
@@ -111,9 +143,3 @@ def first_mixed(topics: list | None, parts: list, n: int) -> int | None:
     if (topics is None or topics.count(topics[0]) == n) and parts.count(parts[0]) == n:
         return None
     return next(i for i in range(n) if (topics is not None and topics[i] != topics[0]) or parts[i] != parts[0])
-
-
-def json_default(o):
-    if isinstance(o, (bytes, bytearray)):
-        return o.hex()
-    raise TypeError(type(o).__name__)

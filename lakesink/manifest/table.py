@@ -15,51 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 
-from lakesink.errors import ManifestError, FencedError
+from lakesink.errors import FencedError, ManifestError
+from lakesink.manifest.rows import COLUMNS, ManifestRow
 
 log = logging.getLogger("lakesink.manifest")
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-# (name, Spark SQL type, nullable, comment). Order is the table's column order.
-COLUMNS: list[tuple[str, str, bool, str]] = [
-    ("job", "STRING", False, "job name (config `name`)"),
-    ("topic", "STRING", False, "Kafka topic"),
-    ("kafka_partition", "INT", False, "Kafka partition"),
-    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly)"),
-    ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
-    ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
-    ("first_offset", "BIGINT", True, "offset of this object's first record"),
-    ("last_offset", "BIGINT", True, "offset of this object's last record"),
-    ("record_count", "BIGINT", False, "records in this object (0 for advance/skipped rows)"),
-    ("encoded_partition", "STRING", True, "partitioner output, e.g. partition=0 or year=2026/month=11"),
-    ("object_key", "STRING", True, "S3 key of the value object"),
-    ("object_uri", "STRING", True, "full URI of the value object"),
-    ("keys_key", "STRING", True, "key of the .keys side file (store.kafka.keys)"),
-    ("headers_key", "STRING", True, "key of the .headers side file (store.kafka.headers)"),
-    ("side_files", "ARRAY<STRUCT<view: STRING, key: STRING, etag: STRING, version_id: STRING, size_bytes: BIGINT>>",
-     True, "every side file (keys, headers, block-gzip index) with its etag"),
-    ("format", "STRING", True, "avro | json | bytearray | parquet | blockgzip"),
-    ("compression", "STRING", True, "codec or compression of the value object"),
-    ("size_bytes", "BIGINT", True, "size of the value object"),
-    ("etag", "STRING", True, "ETag of the value object (readers verify it)"),
-    ("version_id", "STRING", True, "S3 version id on versioned buckets"),
-    ("min_timestamp", "TIMESTAMP", True, "smallest Kafka record timestamp in the object"),
-    ("max_timestamp", "TIMESTAMP", True, "largest Kafka record timestamp in the object"),
-    ("schema_subject", "STRING", True, "Schema Registry subject of the value schema"),
-    ("schema_id", "INT", True, "Schema Registry id of the value schema"),
-    ("schema_version", "INT", True, "Schema Registry version of the value schema"),
-    ("schema_fingerprint", "STRING", True, "fingerprint of the value schema's canonical form"),
-    ("kafka_cluster_id", "STRING", True, "Kafka cluster id at commit (resume refuses another cluster)"),
-    ("topic_id", "STRING", True, "Kafka topic id at commit (resume refuses a recreated topic)"),
-    ("note", "STRING", True, "why a skipped/advance row exists"),
-    ("batch_id", "BIGINT", False, "the job's batch number (= Delta txnVersion)"),
-    ("run_id", "STRING", False, "one id per process run"),
-    ("committed_at", "TIMESTAMP", False, "driver time of the commit"),
-]
-
-COLUMN_NAMES = [c[0] for c in COLUMNS]
 
 
 def ddl(location: str) -> str:
@@ -202,7 +165,7 @@ class Manifest:
         return owners
 
     # -- commit
-    def commit(self, job: str, batch_id: int, run_id: str, rows: Iterable[dict]) -> int:
+    def commit(self, job: str, batch_id: int, run_id: str, rows: Iterable[ManifestRow]) -> int:
         """Append ``rows`` in one transaction (txnAppId=job, txnVersion=batch_id); return the count.
 
         Raises FencedError if Delta skipped the write (batch already committed by another run)
@@ -214,15 +177,13 @@ class Manifest:
         commit with it, of ``len(rows)`` rows. (Reading the history reads a few commit files on the
         driver; reading the rows back would run a query over the new table version.)
         """
-        rows = list(rows)
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        rows = [r.stamped(job, batch_id, run_id, now) for r in rows]
         if not rows:
             return 0
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        for r in rows:
-            r.update(job=job, batch_id=batch_id, run_id=run_id, committed_at=now)
         tag = commit_tag(job, batch_id, run_id)
         before = self.version()
-        df = self.spark.createDataFrame([tuple(r.get(c) for c in COLUMN_NAMES) for r in rows], schema=self.spark_schema())
+        df = self.spark.createDataFrame([r.as_tuple() for r in rows], schema=self.spark_schema())
         writer = (df.coalesce(1).write.format("delta").mode("append")
                   .option("txnAppId", job).option("txnVersion", batch_id).option("userMetadata", tag))
         try:
@@ -314,6 +275,6 @@ def _first_line(e: Exception) -> str:
 def write_ddl_file(path: str, location: str = "lakesink.manifest") -> None:
     """Regenerate ``schemas/manifest.sql`` (a test keeps it in sync with ``COLUMNS``)."""
     with open(path, "w") as f:
-        f.write("-- Generated by lakesink.manifest.write_ddl_file from lakesink/manifest.py COLUMNS.\n"
+        f.write("-- Generated by lakesink.manifest.write_ddl_file from lakesink/manifest/rows.py COLUMNS.\n"
                 "-- The sink creates the table itself; use this to create it up front in a catalog.\n")
         f.write(ddl(location) + ";\n")

@@ -7,7 +7,7 @@ Built-ins mirror Confluent: :class:`DefaultPartitioner` (``partition=<n>``),
 
 Custom partitioners (``partitioner.class=pkg.mod.Class``) subclass :class:`Partitioner`:
 
-* ``__init__(self, config: SinkConfig)`` — receives the validated config;
+* ``__init__(self, config: SinkConfig)`` — receives the validated config (:mod:`lakesink.wiring` passes it);
 * ``encode_partition(self, record, timestamp_ms) -> str`` — required; raise
   :class:`~lakesink.errors.PartitionError` (use :meth:`Partitioner.fail`) for records it cannot place;
 * optional: ``time_based = True`` with ``extract_timestamp(self, record, now_ms) -> int`` to take part
@@ -29,15 +29,13 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 from datetime import date, datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from lakesink.errors import PartitionError
 from lakesink.objects.naming import encode_field_value, validate_topic
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.timeformat import JodaFormatter, Zone, bucket_start, zone
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lakesink.config import SinkConfig
 
 __all__ = [
     "Partitioner",
@@ -53,6 +51,9 @@ __all__ = [
     "RecordFieldExtractor",
     "make_extractor",
     "load_partitioner_class",
+    "PartitionerSettings",
+    "build_partitioner",
+    "BUILTIN_KINDS",
     "DAILY_PATH_FORMAT",
     "HOURLY_PATH_FORMAT",
 ]
@@ -349,28 +350,52 @@ def load_partitioner_class(path: str) -> type[Partitioner]:
     return cls
 
 
-def build_partitioner(cfg: "SinkConfig") -> Partitioner:
-    """The partitioner a validated config describes (wrapped for tombstones when needed)."""
-    kind = cfg.partitioner_class
-    delim = cfg.directory_delim
+@dataclass(frozen=True)
+class PartitionerSettings:
+    """What a built-in partitioner needs (already validated and normalised by the config;
+    :func:`lakesink.wiring.partitioner` fills it in)."""
+
+    kind: str = "default"                    # default | field | time | daily | hourly | pkg.mod.Class
+    directory_delim: str = "/"
+    fields: tuple[str, ...] = ()
+    path_format: str = ""
+    partition_duration_ms: int = -1
+    timezone: str = ""
+    locale: str = "en"
+    timestamp_extractor: str = "Wallclock"
+    timestamp_field: str = "timestamp"
+    behavior_on_null_values: str = "fail"
+    tombstone_encoded_partition: str = "tombstone"
+
+
+BUILTIN_KINDS = ("default", "field", "time", "daily", "hourly")
+
+
+def build_partitioner(settings: PartitionerSettings, custom: Partitioner | None = None) -> Partitioner:
+    """The partitioner ``settings`` describe, wrapped for tombstones when needed.
+
+    A custom ``kind`` (``pkg.mod.Class``) is instantiated by the caller, which passes it as ``custom``
+    (custom partitioners receive the whole config; see the module docstring)."""
+    kind = settings.kind
+    delim = settings.directory_delim
     p: Partitioner
     if kind == "default":
         p = DefaultPartitioner(delim)
     elif kind == "field":
-        p = FieldPartitioner(cfg.partition_field_name, delim)
+        p = FieldPartitioner(settings.fields, delim)
     elif kind in ("time", "daily", "hourly"):
-        ext = make_extractor(cfg.timestamp_extractor, cfg.timestamp_field)
+        ext = make_extractor(settings.timestamp_extractor, settings.timestamp_field)
         if kind == "daily":
-            p = DailyPartitioner(cfg.timezone, cfg.locale, ext, delim)
+            p = DailyPartitioner(settings.timezone, settings.locale, ext, delim)
         elif kind == "hourly":
-            p = HourlyPartitioner(cfg.timezone, cfg.locale, ext, delim)
+            p = HourlyPartitioner(settings.timezone, settings.locale, ext, delim)
         else:
-            p = TimeBasedPartitioner(cfg.path_format, cfg.partition_duration_ms, cfg.timezone, cfg.locale,
-                                     ext, delim)
+            p = TimeBasedPartitioner(settings.path_format, settings.partition_duration_ms, settings.timezone,
+                                     settings.locale, ext, delim)
+    elif custom is not None:
+        p = custom
     else:
-        cls = load_partitioner_class(kind)
-        p = cls(cfg)  # type: ignore[call-arg]
-    if cfg.behavior_on_null_values == "write":
-        p = TombstonePartitioner(p, cfg.tombstone_encoded_partition)
+        raise ValueError(f"partitioner {kind!r} is not built in: pass the custom instance")
+    if settings.behavior_on_null_values == "write":
+        p = TombstonePartitioner(p, settings.tombstone_encoded_partition)
     return p
-

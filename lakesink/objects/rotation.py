@@ -72,7 +72,7 @@ def wallclock_ms() -> int:
 
 @dataclass(frozen=True)
 class RotationPolicy:
-    """The rotation knobs (built by ``SinkConfig.rotation_policy()``)."""
+    """The rotation knobs (built by :func:`lakesink.wiring.rotation_policy`)."""
 
     flush_size: int
     rotate_interval_ms: int = -1

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+from lakesink import wiring
 from lakesink.driver.archive import iter_objects, read_object
 from lakesink.objects.formats.base import RecordView
 from lakesink.manifest import Manifest
-from lakesink.store import StoreSettings, open_store
+from lakesink.store import open_store
 
 
 def produce(kafka, topic: str, values: list[bytes], keys: list[bytes] | None = None,
@@ -84,7 +85,7 @@ def check_chains(rows, expected_end: dict[tuple[str, int], int] | None = None) -
 def archived_values(spark, cfg, view=RecordView.VALUE) -> dict[tuple[str, int], list]:
     """Every archived value per partition, objects in first-offset order, read and etag-verified."""
     rows = manifest_rows(spark, cfg)
-    store = open_store(StoreSettings.from_config(cfg))
+    store = open_store(wiring.store_settings(cfg))
     fmt = {RecordView.VALUE: cfg.value_format, RecordView.KEYS: cfg.keys_format,
            RecordView.HEADERS: cfg.headers_format}[view]()
     out = defaultdict(list)
@@ -172,11 +173,13 @@ def write_config(tmp_path, cfg: dict, name: str = "sink.json") -> str:
     return str(path)
 
 
-def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240, log_path=None, watch=None):
+def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240, log_path=None, watch=None,
+            command: list[str] | None = None):
     """Run ``python -m lakesink.cli ARGS`` in its own process group; after it exits, kill whatever it left
     (its Spark JVM and Python workers) so nothing of the dead run keeps writing, and remove its Spark
     scratch directories (a SIGKILLed driver leaves ~700 MB of copied jars behind). Returns (returncode, output).
-    ``watch(pgid)``, if given, is called every 50 ms while the run is alive."""
+    ``watch(pgid)``, if given, is called every 50 ms while the run is alive. ``command`` replaces
+    ``python -m lakesink.cli`` (e.g. a test's own script)."""
     import os
     import shutil
     import signal
@@ -189,7 +192,7 @@ def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240
     env = {**os.environ, "SPARK_LOCAL_DIRS": scratch, **(env_extra or {})}
     out = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
     with out:
-        proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", *args], env=env, stdout=out,
+        proc = subprocess.Popen([*(command or [sys.executable, "-m", "lakesink.cli"]), *args], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
             if watch is None:

@@ -1,8 +1,8 @@
 """Crash recovery: the driver is SIGKILLed at each point of the commit protocol; a rerun archives
 every produced offset exactly once (checked through the manifest and by reading the objects back).
 
-The crashing run is a separate ``lakesink sink`` process (its own Spark driver) with
-``LAKESINK_FAULT`` set; the rerun happens in this process with ``--flush-tail`` semantics.
+The crashing run is a separate process (its own Spark driver, ``crash_job.py``) whose SinkJob gets a
+``faults.KillAt`` hook; the rerun happens in this process with ``--flush-tail`` semantics.
 Spark start-up dominates the cost, so a module fixture sets every case up (own topic, own bucket)
 and runs the crashing processes two at a time in the background while the tests rerun and check.
 Data is tiny (2 partitions x 23 records, flush.size 5): the crashing run would commit 4 groups per
@@ -13,18 +13,24 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from archive_checks import (AVRO_SCHEMA, avro_values, base_config, check_exactly_once, json_payloads,
                             manifest_rows, produce, run_cli, write_config)
 
+from lakesink import wiring
 from lakesink.config import load_config
 from lakesink.driver.sink import SinkJob
-from lakesink.store import StoreSettings, open_store
+from lakesink.store import open_store
 
+HERE = Path(__file__).parent
+# the executors unpickle the KillAt hook: they need this directory on their path
+CRASH_ENV = {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
 PER_PARTITION = 23
 FLUSH = 5
 
@@ -71,8 +77,8 @@ def crashed(kafka, s3, tmp_path_factory):
                 sent = produce(kafka, topic, make(2 * PER_PARTITION), partition_of=lambda i: i % 2)
                 d = tmp_path_factory.mktemp(f"{fault.split(':')[0]}-{combo}")
                 cfg_file = write_config(d, base_config(kafka, s3, bucket, topic, **{"flush.size": str(FLUSH), **over}))
-                fut = pool.submit(run_cli, ["sink", "--config", cfg_file, "--master", "local[2]"],
-                                  {"LAKESINK_FAULT": fault}, 600, d / "crash.log")
+                fut = pool.submit(run_cli, [fault, cfg_file, "local[2]"], CRASH_ENV, 600, d / "crash.log",
+                                  command=[sys.executable, str(HERE / "crash_job.py")])
                 cases[(fault, combo)] = Case(topic, bucket, cfg_file, sent, fut)
         yield cases
     finally:
@@ -92,7 +98,7 @@ def test_sigkill_then_rerun_is_exactly_once(spark, s3, crashed, fault, combo):
     assert rc == -signal.SIGKILL, f"the faulted run did not die by SIGKILL (rc {rc}):\n{out[-3000:]}"
     assert "batch 0:" not in out, "the faulted run reported success"
 
-    store = open_store(StoreSettings.from_config(cfg))
+    store = open_store(wiring.store_settings(cfg))
     uploaded = {o.key for o in store.list(f"topics/{topic_name}/")}
     before = manifest_rows(spark, cfg)
     expect = POINTS[fault]

@@ -10,13 +10,15 @@ import re
 import threading
 
 import pytest
+from faults import CallAt, Crash, RaiseAt
 from archive_checks import base_config, check_exactly_once, json_payloads, manifest_rows, produce
 
+from lakesink import wiring
 from lakesink.driver.archive import ArchivedObject, read_object
 from lakesink.config import SinkConfig
 from lakesink.errors import FencedError, ObjectChangedError
 from lakesink.driver.sink import SinkJob
-from lakesink.store import StoreSettings, open_store
+from lakesink.store import open_store
 
 
 def _setup(kafka, s3, bucket, topic, per_partition=10, **over):
@@ -32,7 +34,7 @@ def _etags(spark, cfg) -> dict[str, str]:
 
 def _assert_store_matches_manifest(spark, cfg):
     """Every committed object still holds exactly the bytes (etag) the manifest recorded."""
-    store = open_store(StoreSettings.from_config(cfg))
+    store = open_store(wiring.store_settings(cfg))
     for key, etag in _etags(spark, cfg).items():
         head = store.head(key)
         assert head is not None and head.etag == etag, f"{key}: etag {head and head.etag} != manifest {etag}"
@@ -74,13 +76,14 @@ def test_zombie_resuming_after_another_run_committed_is_fenced(spark, kafka, s3,
     """Run A stalls at ``pause`` (a GC pause, a lost network, a hung driver); run B does a whole batch
     and commits; then A resumes with its stale plan for the same batch id and must not commit."""
     cfg, sent = _setup(kafka, s3, bucket, topic_name)
-    zombie = SinkJob(spark, cfg, run_id="run-zombie")
-    winner = SinkJob(spark, cfg, run_id="run-winner")
     seen: dict[str, object] = {}
 
     def run_winner():
         seen["winner"] = winner.run_batch()
         seen["etags"] = _etags(spark, cfg)
+
+    zombie = SinkJob(spark, cfg, run_id="run-zombie", hooks=None if pause == "after_plan" else CallAt(pause, run_winner))
+    winner = SinkJob(spark, cfg, run_id="run-winner")
 
     if pause == "after_plan":
         real_plan = zombie.plan
@@ -90,11 +93,6 @@ def test_zombie_resuming_after_another_run_committed_is_fenced(spark, kafka, s3,
             run_winner()
             return planned
         zombie.plan = stale_plan
-    else:
-        def fault(point):
-            if point == pause:
-                run_winner()
-        zombie._fault = fault
 
     with pytest.raises(FencedError) as exc:
         zombie.run_batch()
@@ -120,8 +118,8 @@ def test_committed_object_replaced_out_of_band_is_detected(spark, kafka, s3, buc
     cfg, _sent = _setup(kafka, s3, bucket, topic_name, **{"format.class": "json"})
     SinkJob(spark, cfg).run_batch()
     row = sorted((r for r in manifest_rows(spark, cfg) if r.kind == "object"), key=lambda r: r.object_key)[0]
-    store = open_store(StoreSettings.from_config(cfg))
-    fmt = cfg.value_format()
+    store = open_store(wiring.store_settings(cfg))
+    fmt = wiring.value_format(cfg)
     obj = ArchivedObject.from_row(row)
     assert len(read_object(store, fmt, obj)) == row.record_count  # fine before
 
@@ -135,27 +133,22 @@ def test_committed_object_replaced_out_of_band_is_detected(spark, kafka, s3, buc
     assert len(read_object(store, fmt, obj)) == row.record_count
 
 
-def _pause_first_while_second_resolves_and_dies(first, second):
-    class Died(Exception):
-        pass
+def _first_pauses_while_second_resolves_and_dies(spark, cfg, cfg_second) -> tuple[SinkJob, SinkJob]:
+    """Two runs of one batch: ``first`` pauses before its commit while ``second`` runs up to its own commit
+    (resolving conflicts with ``first``'s uploads) and dies there."""
+    second = SinkJob(spark, cfg_second, run_id="run-second", hooks=RaiseAt("before_commit"))
 
-    def second_dies(point):
-        if point == "before_commit":
-            raise Died(point)
-    second._fault = second_dies
-
-    def first_pauses(point):
-        if point == "before_commit":
-            with pytest.raises(Died):
-                second.run_batch()
-    first._fault = first_pauses
+    def second_runs_and_dies():
+        with pytest.raises(Crash):
+            second.run_batch()
+    first = SinkJob(spark, cfg, run_id="run-first", hooks=CallAt("before_commit", second_runs_and_dies))
+    return first, second
 
 
 def test_second_run_with_identical_bytes_adopts_an_in_flight_runs_objects(spark, kafka, s3, bucket, topic_name):
     """Replays of a deterministic config write the same bytes: the other run's object is kept, not replaced."""
     cfg, sent = _setup(kafka, s3, bucket, topic_name)
-    first, second = SinkJob(spark, cfg, run_id="run-first"), SinkJob(spark, cfg, run_id="run-second")
-    _pause_first_while_second_resolves_and_dies(first, second)
+    first, _second = _first_pauses_while_second_resolves_and_dies(spark, cfg, cfg)
     first.run_batch()
     assert {r.run_id for r in manifest_rows(spark, cfg)} == {"run-first"}
     _assert_store_matches_manifest(spark, cfg)
@@ -166,8 +159,7 @@ def test_second_run_replacing_an_in_flight_runs_object_before_it_commits(spark, 
     # different gzip levels: the same keys, different bytes, so `second` replaces what `first` uploaded
     cfg, sent = _setup(kafka, s3, bucket, topic_name, **{"s3.compression.type": "gzip", "s3.compression.level": "0"})
     cfg9 = SinkConfig.from_dict({**cfg.as_dict(redact=False), "s3.compression.level": "9"})
-    first, second = SinkJob(spark, cfg, run_id="run-first"), SinkJob(spark, cfg9, run_id="run-second")
-    _pause_first_while_second_resolves_and_dies(first, second)
+    first, _second = _first_pauses_while_second_resolves_and_dies(spark, cfg, cfg9)
 
     # before committing, `first` re-checks its uploads: they were replaced, so it commits nothing
     with pytest.raises(FencedError, match=r"was replaced by another run .* committed nothing"):

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from faults import Crash, RaiseAt
 from archive_checks import (archived_values, base_config, check_exactly_once, json_payloads, manifest_rows,
                             produce, write_config)
 
+from lakesink import wiring
 from lakesink import cli
 from lakesink.config import load_config
 from lakesink.objects.formats.base import RecordView
 from lakesink.driver.sink import SinkJob
-from lakesink.store import StoreSettings, open_store
+from lakesink.store import open_store
 from lakesink.driver.vacuum import vacuum
-
-
-class Crash(Exception):
-    pass
-
-
-def _crash_at(job: SinkJob, point: str) -> None:
-    """The driver dies at ``point`` (as LAKESINK_FAULT would SIGKILL it): nothing after it runs."""
-    def fault(p):
-        if p == point:
-            raise Crash(p)
-    job._fault = fault
 
 
 def test_vacuum_lists_and_deletes_exactly_the_orphans(spark, kafka, s3, bucket, topic_name, tmp_path, capsys):
@@ -32,7 +22,7 @@ def test_vacuum_lists_and_deletes_exactly_the_orphans(spark, kafka, s3, bucket, 
     cfg_file = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{
         "flush.size": "5", "store.kafka.keys": "true", "keys.format.class": "json", "key.decoder": "string"}))
     cfg = load_config(cfg_file)
-    store = open_store(StoreSettings.from_config(cfg))
+    store = open_store(wiring.store_settings(cfg))
     prefix = f"topics/{topic_name}/"
 
     SinkJob(spark, cfg).run_batch()  # batch 0: [0, 4] and [5, 9], each with a .keys side file
@@ -40,8 +30,7 @@ def test_vacuum_lists_and_deletes_exactly_the_orphans(spark, kafka, s3, bucket, 
     assert len(committed) == 4
 
     more = produce(kafka, topic_name, json_payloads(10, 10))  # offsets 10..19
-    job = SinkJob(spark, cfg)
-    _crash_at(job, "before_commit")
+    job = SinkJob(spark, cfg, hooks=RaiseAt("before_commit"))  # the driver dies before its commit
     with pytest.raises(Crash):
         job.run_batch()
     orphans = {o.key for o in store.list(prefix)} - committed

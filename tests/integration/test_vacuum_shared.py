@@ -3,30 +3,22 @@ in one manifest and in two; a key another job owns is never replaced by a sink r
 from __future__ import annotations
 
 import pytest
+from faults import Crash, RaiseAt
 from archive_checks import base_config, json_payloads, manifest_rows, produce, write_config
 
+from lakesink import wiring
 from lakesink import cli
 from lakesink.config import load_config
 from lakesink.errors import KeyConflictError
 from lakesink.driver.sink import SinkJob
-from lakesink.store import StoreSettings, open_store
+from lakesink.store import open_store
 from lakesink.driver.vacuum import vacuum
-
-
-class Crash(Exception):
-    pass
 
 
 def _crashed_batch(spark, cfg) -> None:
     """A batch of ``cfg`` that uploads its objects and dies before the commit: its objects are orphans."""
-    job = SinkJob(spark, cfg)
-
-    def fault(point):
-        if point == "before_commit":
-            raise Crash(point)
-    job._fault = fault
     with pytest.raises(Crash):
-        job.run_batch()
+        SinkJob(spark, cfg, hooks=RaiseAt("before_commit")).run_batch()
 
 
 def _jobs(kafka, s3, bucket, topic, tmp_path, *, shared_manifest: bool):
@@ -44,7 +36,7 @@ def test_vacuum_never_touches_another_jobs_objects(spark, kafka, s3, bucket, top
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(10))
     a, b = _jobs(kafka, s3, bucket, topic_name, tmp_path, shared_manifest=shared_manifest)
-    store = open_store(StoreSettings.from_config(a))
+    store = open_store(wiring.store_settings(a))
     prefix = f"topics/{topic_name}/"
 
     SinkJob(spark, b).run_batch()  # job B commits 2 objects under the shared prefix
@@ -94,7 +86,7 @@ def test_named_unknown_objects_are_deleted_only_when_unreferenced(spark, kafka, 
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(5))
     a, b = _jobs(kafka, s3, bucket, topic_name, tmp_path, shared_manifest=True)
-    store = open_store(StoreSettings.from_config(a))
+    store = open_store(wiring.store_settings(a))
     prefix = f"topics/{topic_name}/"
     SinkJob(spark, b).run_batch()
     b_committed = {o.key for o in store.list(prefix)}
@@ -119,7 +111,7 @@ def test_a_key_owned_by_another_job_is_never_replaced(spark, kafka, s3, bucket, 
     b = load_config(write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, name="job-b", **{
         "flush.size": "5", "manifest.location": f"s3a://{bucket}/_lakesink/manifest-b"}), "b.json"))
     SinkJob(spark, a).run_batch()
-    store = open_store(StoreSettings.from_config(a))
+    store = open_store(wiring.store_settings(a))
     (key,) = [o.key for o in store.list(f"topics/{topic_name}/")]
     before = store.head(key)
     # job B's identical layout collides on the key; even identical bytes are not adopted from another job

@@ -5,12 +5,13 @@ import json
 import pyarrow as pa
 import pytest
 
+from lakesink import wiring
 from lakesink.executor.archiver import BatchContext
 from lakesink.config import SinkConfig
 from lakesink.errors import PartitionError
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import Commit, Rotator
-from lakesink.executor.task import archive_partitions
+from lakesink.executor.task import PartitionStatus, archive_partitions, decode_result
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -44,7 +45,7 @@ def config(tmp_path, **extra):
 def run(cfg, values, chunk):
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
     out = list(archive_partitions(iter(batches(values, chunk)), cfg, ctx, {("t", 3): (10, 10 + len(values))}))
-    return [json.loads(r) for r in out[0].column("row").to_pylist()]
+    return [decode_result(r) for r in out[0].column("row").to_pylist()]
 
 
 def values(n):
@@ -58,10 +59,12 @@ def values(n):
 def test_rows_match_the_rotation_state_machine(tmp_path, chunk):
     cfg = config(tmp_path / str(chunk))
     vals = values(60)
-    rows = run(cfg, vals, chunk)
-    status = rows.pop()
-    assert status["_status"] and status["read"] == 60 and (status["first_offset"], status["last_offset"]) == (10, 69)
-    rot = Rotator(cfg.rotation_policy(), cfg.partitioner(), 10)
+    results = run(cfg, vals, chunk)
+    status = results.pop()
+    assert status == PartitionStatus("t", 3, read=60, first_offset=10, last_offset=69)
+    assert all(not r.pending for r in results)
+    rows = [r.row.to_json() for r in results]  # timestamps as epoch ms, as the rotator reports them
+    rot = Rotator(wiring.rotation_policy(cfg), wiring.partitioner(cfg), 10)
     events = []
     for i, v in enumerate(vals):
         events += rot.process(SinkRecord("t", 3, 10 + i, 1_700_000_000_000 + i, b"k%d" % i,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lakesink import wiring
 import lakesink.objects
 from lakesink.config import Secret, SinkConfig, load_config, parse_properties
 from lakesink.errors import ConfigError
@@ -321,9 +322,9 @@ def test_config_is_frozen_and_picklable() -> None:
 def test_naming_and_rotation_builders() -> None:
     c = cfg(**{"topics.dir": "", "directory.delim": "_", "file.delim": "-", "filename.offset.zero.pad.width": "4",
                "schema.compatibility": "FULL", "behavior.on.null.values": "ignore", "rotate.file.on.partition.change": "false"})
-    n = c.naming()
+    n = wiring.naming(c)
     assert (n.topics_dir, n.directory_delim, n.file_delim, n.zero_pad_width) == ("", "_", "-", 4)
-    p = c.rotation_policy()
+    p = wiring.rotation_policy(c)
     assert (p.flush_size, p.schema_compatibility, p.behavior_on_null_values, p.rotate_on_partition_change) == (
         3, "FULL", "ignore", False)
 
@@ -342,31 +343,31 @@ def test_format_builders_call_registry_lazily(monkeypatch) -> None:
     c = cfg(**{"format.class": "json", "s3.compression.type": "gzip", "s3.compression.level": "5",
                "store.kafka.keys": "true", "keys.format.class": "json", "store.kafka.headers": "true",
                "headers.format.class": "io.confluent.connect.s3.format.json.JsonFormat"})
-    assert c.value_format().extension == ".json.gz"
+    assert wiring.value_format(c).extension == ".json.gz"
     assert calls[-1] == ("json", {"compression": "gzip", "compression_level": 5})
-    ext = c.key_extensions()
+    ext = wiring.key_extensions(c)
     assert (ext.value, ext.keys, ext.headers, ext.index) == (".json.gz", ".json.gz", ".json.gz", False)
-    assert cfg(**{"format.class": "parquet", "parquet.codec": "zstd"}).format_spec("parquet") == ("parquet", {"codec": "zstd"})
+    assert wiring.format_spec(cfg(**{"format.class": "parquet", "parquet.codec": "zstd"}), "parquet") == ("parquet", {"codec": "zstd"})
     b = cfg(**{"format.class": "bytearray", "format.bytearray.separator": "\\r\\n"})
-    assert b.format_spec("bytearray") == ("bytearray", {"separator": b"\r\n", "extension": ".bin",
+    assert wiring.format_spec(b, "bytearray") == ("bytearray", {"separator": b"\r\n", "extension": ".bin",
                                                          "compression": "none", "compression_level": -1})
     g = cfg(**{"format.class": "blockgzip", "blockgzip.compression": "bzip2", "blockgzip.block.size": "1024"})
-    assert g.format_spec("blockgzip") == ("blockgzip", {"block_size": 1024, "compression": "bzip2"})
-    assert cfg(**{"avro.codec": "deflate"}).format_spec("avro") == ("avro", {"codec": "deflate"})
+    assert wiring.format_spec(g, "blockgzip") == ("blockgzip", {"block_size": 1024, "compression": "bzip2"})
+    assert wiring.format_spec(cfg(**{"avro.codec": "deflate"}), "avro") == ("avro", {"codec": "deflate"})
 
 
 def test_decoder_spec_and_value_schema(tmp_path) -> None:
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
     inline = cfg(**{"value.schema": json.dumps(schema), "schema.registry.url": "http://sr:8081"})
-    name, opts = inline.decoder_spec("value")
+    name, opts = wiring.decoder_spec(inline, "value")
     assert name == "avro" and opts["schema"] == schema and opts["schema_registry_url"] == "http://sr:8081"
     (tmp_path / "r.avsc").write_text(json.dumps(schema))
     raw = cfg(**{"value.schema": str(tmp_path / "r.avsc")})
-    assert raw.load_value_schema() == schema
-    assert raw.decoder_spec("value") == ("avro", {"schema": schema, "wire_format": False})
-    assert inline.decoder_spec("key") == ("bytes", {})
+    assert wiring.load_value_schema(raw) == schema
+    assert wiring.decoder_spec(raw, "value") == ("avro", {"schema": schema, "wire_format": False})
+    assert wiring.decoder_spec(inline, "key") == ("bytes", {})
     reg = cfg(**{"schema.registry.url": "http://sr", "schema.registry.basic.auth.user.info": "u:p", "key.decoder": "avro"})
-    assert reg.decoder_spec("key") == ("avro", {"schema_registry_url": "http://sr",
+    assert wiring.decoder_spec(reg, "key") == ("avro", {"schema_registry_url": "http://sr",
                                                 "registry_config": {"basic.auth.user.info": "u:p"}, "is_key": True})
 
 
@@ -375,15 +376,15 @@ def test_builders_against_real_registries() -> None:
     formats = pytest.importorskip("lakesink.objects.formats")
     for fmt in ("avro", "json", "bytearray", "parquet", "blockgzip"):
         c = cfg(**{"format.class": fmt})
-        assert c.value_format().extension
+        assert wiring.value_format(c).extension
     j = cfg(**{"format.class": "json", "s3.compression.type": "gzip"})
-    assert j.value_format().extension == ".json.gz"
-    assert cfg(**{"format.class": "parquet"}).value_format().extension == ".snappy.parquet"
+    assert wiring.value_format(j).extension == ".json.gz"
+    assert wiring.value_format(cfg(**{"format.class": "parquet"})).extension == ".snappy.parquet"
     decoders = pytest.importorskip("lakesink.decoders")
-    n, o = cfg(**{"format.class": "json"}).decoder_spec("value")
+    n, o = wiring.decoder_spec(cfg(**{"format.class": "json"}), "value")
     assert decoders.create_decoder(n, **o)
-    n, o = cfg(**{"schema.registry.url": "http://sr:8081"}).decoder_spec("value")
+    n, o = wiring.decoder_spec(cfg(**{"schema.registry.url": "http://sr:8081"}), "value")
     assert decoders.create_decoder(n, **o)
-    n, o = cfg().decoder_spec("key")
+    n, o = wiring.decoder_spec(cfg(), "key")
     assert decoders.create_decoder(n, **o)
     assert formats

@@ -92,7 +92,7 @@ def test_avro_second_version_gets_its_own_identity(registry):
     r1 = serialize(user(1))
     r2 = serialize(dict(user(2), extra=3), schema=v2)
     d = create_decoder("avro", schema_registry_url=url)
-    (_a, s1), (b, s2) = d.decode(r1, "users", 0, 1), d.decode(r2, "users", 0, 2)
+    (_, s1), (b, s2) = d.decode(r1, "users", 0, 1), d.decode(r2, "users", 0, 2)
     assert b["extra"] == 3
     assert (s1.version, s2.version) == (1, 2) and s1.fingerprint != s2.fingerprint
 

@@ -4,6 +4,7 @@ Expected keys are Confluent's, derived from its code (spec §1, §3) and Joda-Ti
 """
 from datetime import datetime
 
+from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.objects.naming import NamingSettings, parse_key, value_key
 from lakesink.objects.partitioners import DefaultPartitioner
@@ -19,8 +20,8 @@ def ms(iso: str) -> int:
 
 def keys_for(cfg: SinkConfig, records: list[SinkRecord], ext: str, start: int = 0) -> list[str]:
     """Committed value keys, in commit order, for one Kafka partition."""
-    part, naming = cfg.partitioner(), cfg.naming()
-    rot = Rotator(cfg.rotation_policy(), part, start, clock=lambda: 0)
+    part, naming = wiring.partitioner(cfg), wiring.naming(cfg)
+    rot = Rotator(wiring.rotation_policy(cfg), part, start, clock=lambda: 0)
     events = [e for r in records for e in rot.process(r)] + rot.finish(flush_tail=True)
     out = []
     for e in events:
@@ -135,7 +136,7 @@ def test_custom_delimiters_and_topics_dir() -> None:
                                 "directory.delim": "_", "file.delim": "-", "filename.offset.zero.pad.width": "5"})
     keys = keys_for(cfg, [SinkRecord("t", 4, o, None, None, {}) for o in range(3)], ".avro")
     assert keys == ["archive_t_partition=4_t-4-00000.avro", "archive_t_partition=4_t-4-00002.avro"]
-    assert parse_key(keys[1], cfg.naming(), ".avro").start_offset == 2
+    assert parse_key(keys[1], wiring.naming(cfg), ".avro").start_offset == 2
 
 
 def test_blank_topics_dir() -> None:

@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.errors import ConfigError, PartitionError
 from lakesink.objects.partitioners import (
@@ -137,15 +138,15 @@ def test_tombstone_wrapper() -> None:
 
 def test_config_builds_partitioners() -> None:
     cfg = SinkConfig.from_dict({**BASE, "partitioner.class": "field", "partition.field.name": "a,b"})
-    assert cfg.partitioner().encode_partition(rec({"a": 1, "b": "x"})) == "a=1/b=x"
+    assert wiring.partitioner(cfg).encode_partition(rec({"a": 1, "b": "x"})) == "a=1/b=x"
     cfg = SinkConfig.from_dict({**BASE, "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
                                 "path.format": "YYYY/MM/", "partition.duration.ms": "86400000", "locale": "en",
                                 "timezone": "UTC", "timestamp.extractor": "RecordField", "timestamp.field": "when"})
-    p = cfg.partitioner()
+    p = wiring.partitioner(cfg)
     r = rec({"when": "2026-04-05T00:00:00Z"})
     assert p.encode_partition(r, p.extract_timestamp(r, 0)) == "2026/04"
     cfg = SinkConfig.from_dict({**BASE, "behavior.on.null.values": "write", "store.kafka.keys": "true"})
-    assert isinstance(cfg.partitioner(), TombstonePartitioner)
+    assert isinstance(wiring.partitioner(cfg), TombstonePartitioner)
 
 
 CUSTOM = '''
@@ -167,7 +168,7 @@ def test_custom_partitioner(tmp_path, monkeypatch) -> None:
     (tmp_path / "my_parts.py").write_text(CUSTOM)
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = SinkConfig.from_dict({**BASE, "partitioner.class": "my_parts.ByKey"})
-    p = cfg.partitioner()
+    p = wiring.partitioner(cfg)
     assert isinstance(p, Partitioner) and p.prefix == "j"
     assert p.encode_partition(SinkRecord("t", 0, 0, None, "k1", {})) == "key=k1"
     with pytest.raises(ConfigError, match="not a subclass"):

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+from lakesink import registry
 from lakesink.objects.formats.avro import AvroFormat
 from lakesink.objects.formats.base import CountingSink, Format, FormatWriter, RecordView
 from lakesink.objects.formats.blockgzip import BlockGzipFormat
@@ -13,24 +14,9 @@ from lakesink.objects.formats.bytearray import ByteArrayFormat
 from lakesink.objects.formats.json import JsonFormat
 from lakesink.objects.formats.parquet import ParquetFormat
 
-_FORMATS: dict[str, type[Format]] = {
-    "avro": AvroFormat,
-    "json": JsonFormat,
-    "bytearray": ByteArrayFormat,
-    "parquet": ParquetFormat,
-    "blockgzip": BlockGzipFormat,
-}
-FORMAT_NAMES: tuple[str, ...] = tuple(_FORMATS)
-
-#: Confluent ``format.class`` names (and DeviantArt's) accepted as aliases.
-ALIASES = {
-    "io.confluent.connect.s3.format.avro.AvroFormat": "avro",
-    "io.confluent.connect.s3.format.json.JsonFormat": "json",
-    "io.confluent.connect.s3.format.bytearray.ByteArrayFormat": "bytearray",
-    "io.confluent.connect.s3.format.parquet.ParquetFormat": "parquet",
-    "block-gzip": "blockgzip",
-    "block_gzip": "blockgzip",
-}
+#: The registered format names (see :mod:`lakesink.registry`, which also holds the one alias table:
+#: Confluent ``format.class`` names, ``lakesink.formats.BlockGzipFormat``, ``avroformat``, ...).
+FORMAT_NAMES: tuple[str, ...] = registry.names("format")
 
 
 def create(name: str, **options) -> Format:
@@ -38,11 +24,8 @@ def create(name: str, **options) -> Format:
 
     Raises ValueError for an unknown name, an unknown option or a bad option value.
     """
-    key = ALIASES.get(name, name.lower() if isinstance(name, str) else name)
-    try:
-        cls = _FORMATS[key]
-    except KeyError:
-        raise ValueError(f"unknown format {name!r}; expected one of {list(FORMAT_NAMES)}") from None
+    cls = registry.load("format", name)  # ValueError: unknown format ...
+    key = registry.canonical("format", name)
     try:
         return cls(**options)
     except TypeError as e:  # unexpected keyword

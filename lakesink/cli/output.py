@@ -1,0 +1,271 @@
+"""Rendering of what the subcommands return (modelled on pyiceberg's ``pyiceberg.cli.output``).
+
+Commands never print their results: they return data (the dataclasses below, or the library's own
+``BatchResult`` / ``VacuumReport``) and an :class:`Output` chosen by the global ``--format`` option
+renders it, as text for people (:class:`TextOutput`) or as JSON for scripts (:class:`JsonOutput`).
+Streamed results (one per sink batch) go through :meth:`Output.batch` as they happen.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, Callable, TextIO
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class CheckResult:
+    """``lakesink check``: a config that validated."""
+
+    path: str
+    name: str
+    topics: list[str]
+    topics_regex: str | None
+    format: str
+    partitioner: str
+    flush_size: int
+    bucket: str
+    topics_dir: str
+    manifest_location: str
+    ignored_keys: list[tuple[str, str]] = field(default_factory=list)  # (key, reason), sorted by key
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SinkResult:
+    """``lakesink sink``: every batch was already rendered as it committed; this is the run's total."""
+
+    batches: list[Any] = field(default_factory=list)  # lakesink.driver.sink.BatchResult
+
+
+@dataclass
+class VacuumResult:
+    """``lakesink vacuum``: the report plus how to name its keys (``uri(key)``)."""
+
+    report: Any  # lakesink.driver.vacuum.VacuumReport
+    uri: Callable[[str], str]
+    execute: bool
+
+
+@dataclass
+class DemoResult:
+    """``lakesink demo``: what the end-to-end run archived."""
+
+    ok: bool
+    records: int
+    archived: int
+    objects: int
+    batches: list[Any] = field(default_factory=list)  # BatchResult
+    sample_keys: list[str] = field(default_factory=list)
+    partitions: list[dict] = field(default_factory=list)  # the manifest query's rows
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+@dataclass
+class DevResult:
+    """``lakesink dev up|down|status``."""
+
+    action: str                # up | down | status
+    running: bool
+    message: str | None = None  # "dev stack up (...)", "dev stack not running", ...
+    state: dict | None = None   # the stack's state file (pids, ports, endpoint, keys)
+    state_file: str | None = None
+    log: str | None = None
+    ports_open: dict[str, bool] | None = None  # status only: {"kafka": bool, "s3": bool}
+    exit_code: int = 0
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+
+class Output(ABC):
+    """How a command's result reaches the user."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None):
+        self._out, self._err = out, err
+
+    @property
+    def out(self) -> TextIO:
+        return self._out or sys.stdout  # looked up late: pytest's capsys swaps sys.stdout
+
+    @property
+    def err(self) -> TextIO:
+        return self._err or sys.stderr
+
+    def render(self, result: Any) -> None:
+        """Dispatch on the result's type; ``None`` renders nothing."""
+        if result is None:
+            return
+        for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
+                            (DemoResult, self.demo), (DevResult, self.dev)):
+            if isinstance(result, typ):
+                return method(result)
+        return self.data(result)
+
+    def warning(self, text: str) -> None:
+        print(f"lakesink: warning: {text}", file=self.err, flush=True)
+
+    def progress(self, text: str) -> None:
+        """Narration of a long command (the demo); not part of its result."""
+
+    def exception(self, ex: BaseException, internal: bool = False) -> None:
+        """Called after the one-line ``lakesink: error:`` message went to stderr."""
+
+    @abstractmethod
+    def check(self, r: CheckResult) -> None: ...
+
+    @abstractmethod
+    def batch(self, res: Any) -> None: ...
+
+    @abstractmethod
+    def sink(self, r: SinkResult) -> None: ...
+
+    @abstractmethod
+    def vacuum(self, r: VacuumResult) -> None: ...
+
+    @abstractmethod
+    def demo(self, r: DemoResult) -> None: ...
+
+    @abstractmethod
+    def dev(self, r: DevResult) -> None: ...
+
+    @abstractmethod
+    def data(self, obj: Any) -> None: ...
+
+
+class TextOutput(Output):
+    """Plain lines, for people."""
+
+    def _p(self, *lines: str) -> None:
+        for line in lines:
+            print(line, file=self.out, flush=True)
+
+    def check(self, r: CheckResult) -> None:
+        self._p(f"{r.path}: OK (job {r.name!r})")
+        self._p(*(f"  ignored: {k} ({why})" for k, why in r.ignored_keys))
+        self._p(*(f"  warning: {w}" for w in r.warnings))
+
+    def batch(self, res: Any) -> None:
+        self._p(res.summary())
+
+    def sink(self, r: SinkResult) -> None:
+        pass  # each batch's line was printed when it committed
+
+    def vacuum(self, r: VacuumResult) -> None:
+        self._p(*r.report.lines(r.uri))
+        if not r.execute and (r.report.orphans or r.report.uploads):
+            self._p("dry run: pass --execute to delete")
+
+    def progress(self, text: str) -> None:
+        self._p(text)
+
+    def demo(self, r: DemoResult) -> None:
+        ok = "OK" if r.ok else "MISMATCH"
+        print(f"== {ok}: {r.archived} of {r.records} records archived exactly once in {r.seconds:.0f}s",
+              file=self.out if r.ok else self.err, flush=True)
+
+    def dev(self, r: DevResult) -> None:
+        if r.message:
+            self._p(r.message)
+        if r.state and (r.running or r.action == "up"):
+            s = r.state
+            self._p(f"Kafka bootstrap servers: {s['bootstrap_servers']}  (pid {s.get('kafka_pid')})",
+                    f"S3 endpoint:             {s['s3_endpoint']}  (access/secret key "
+                    f"{s['s3_access_key']}/{s['s3_secret_key']}, region {s['s3_region']}, path-style)",
+                    f"Supervisor pid:          {s['supervisor_pid']}",
+                    f"# export LAKESINK_BOOTSTRAP_SERVERS={s['bootstrap_servers']} "
+                    f"AWS_ENDPOINT_URL={s['s3_endpoint']} AWS_ACCESS_KEY_ID={s['s3_access_key']} "
+                    f"AWS_SECRET_ACCESS_KEY={s['s3_secret_key']} AWS_DEFAULT_REGION={s['s3_region']}")
+        if r.ports_open is not None:
+            k, s3 = r.ports_open.get("kafka"), r.ports_open.get("s3")
+            self._p(f"Kafka port {'open' if k else 'CLOSED'}, S3 port {'open' if s3 else 'CLOSED'}")
+
+    def data(self, obj: Any) -> None:
+        self._p(str(obj))
+
+
+def batch_dict(res: Any) -> dict:
+    """The JSON form of one sink batch (``lakesink.driver.sink.BatchResult``)."""
+    return {"batch_id": res.batch_id, "run_id": res.run_id, "objects": res.objects, "records": res.records,
+            "bytes": res.bytes, "committed_rows": res.committed_rows, "seconds": dict(res.seconds)}
+
+
+def _object_dict(o: Any, uri: Callable[[str], str]) -> dict:
+    return {"key": o.key, "uri": uri(o.key), "size": o.size, "etag": o.etag, "last_modified": o.last_modified,
+            "version_id": o.version_id, "owner": o.owner}
+
+
+def vacuum_dict(r: VacuumResult) -> dict:
+    rep = r.report
+    return {
+        "execute": r.execute,
+        "deleted": rep.deleted,
+        "orphans": [_object_dict(o, r.uri) for o in rep.orphans],
+        "uploads": [{"key": k, "uri": r.uri(k), "upload_id": uid} for k, uid in rep.uploads],
+        "unknown": [_object_dict(o, r.uri) for o in rep.unknown],
+        "kept_recent": rep.kept_recent,
+        "kept_changed": [{"key": k, "uri": r.uri(k)} for k in rep.kept_changed],
+    }
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-ready copy: dataclasses -> dicts, tuples -> lists, anything else unknown -> str."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _plain(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+class JsonOutput(Output):
+    """One JSON document per result (one per line), for scripts."""
+
+    def _j(self, obj: Any) -> None:
+        print(json.dumps(_plain(obj), sort_keys=False), file=self.out, flush=True)
+
+    def check(self, r: CheckResult) -> None:
+        d = asdict(r)
+        d["ignored_keys"] = [{"key": k, "reason": why} for k, why in r.ignored_keys]
+        self._j({"ok": True, **d})
+
+    def batch(self, res: Any) -> None:
+        self._j(batch_dict(res))
+
+    def sink(self, r: SinkResult) -> None:
+        pass  # one object per batch was printed when it committed
+
+    def vacuum(self, r: VacuumResult) -> None:
+        self._j(vacuum_dict(r))
+
+    def demo(self, r: DemoResult) -> None:
+        self._j({"ok": r.ok, "records": r.records, "archived": r.archived, "objects": r.objects,
+                 "batches": [batch_dict(b) for b in r.batches], "sample_keys": r.sample_keys,
+                 "partitions": r.partitions, "seconds": round(r.seconds, 3)})
+
+    def dev(self, r: DevResult) -> None:
+        self._j({"action": r.action, "running": r.running, "message": r.message, "state_file": r.state_file,
+                 "log": r.log, "state": r.state, "ports_open": r.ports_open})
+
+    def data(self, obj: Any) -> None:
+        self._j(obj)
+
+    def exception(self, ex: BaseException, internal: bool = False) -> None:
+        self._j({"error": {"type": type(ex).__name__, "message": str(ex), "internal": internal}})
+
+
+FORMATS: dict[str, type[Output]] = {"text": TextOutput, "json": JsonOutput}
+
+
+def make_output(name: str) -> Output:
+    return FORMATS[name]()

@@ -1,0 +1,172 @@
+"""The validated configuration value: :class:`SinkConfig` (frozen, picklable, secrets masked in
+``repr``) and :class:`Secret`. Validation is :mod:`lakesink.config.validate`; turning a config into
+components is :mod:`lakesink.wiring`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from lakesink.config.keys import KEYS, MASK, is_secret, redact_url
+from lakesink.config.parse import flatten
+
+__all__ = ["Secret", "SinkConfig", "FIELD_NAMES"]
+
+
+class Secret:
+    """A string that never shows itself in ``repr``/``str``; call :meth:`reveal` to use it."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, value: str):
+        self._v = value
+
+    def reveal(self) -> str:
+        return self._v
+
+    def __repr__(self) -> str:
+        return f"Secret({MASK!r})"
+
+    def __str__(self) -> str:
+        return MASK
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._v == self._v
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._v))
+
+    def __reduce__(self):
+        return (Secret, (self._v,))
+
+
+@dataclass(frozen=True, eq=False)
+class SinkConfig:
+    """A validated sink configuration. Build with :func:`load_config` or :meth:`from_dict`."""
+
+    name: str
+    topics: tuple[str, ...]
+    topics_regex: str | None
+    topics_dir: str
+    flush_size: int
+    rotate_interval_ms: int
+    rotate_schedule_interval_ms: int
+    rotate_file_on_partition_change: bool
+    format_name: str                 # avro | json | bytearray | parquet | blockgzip
+    partitioner_class: str           # default | field | time | daily | hourly | pkg.mod.Class
+    partition_field_name: tuple[str, ...]
+    path_format: str                 # effective (Daily/Hourly forced; trailing delim stripped)
+    partition_duration_ms: int       # effective
+    locale: str
+    timezone: str
+    timestamp_extractor: str         # Wallclock | Record | RecordField
+    timestamp_field: str
+    directory_delim: str
+    file_delim: str
+    zero_pad_width: int
+    s3_bucket_name: str
+    s3_region: str
+    store_url: str | None
+    s3_path_style_access: bool
+    s3_compression_type: str
+    s3_compression_level: int
+    avro_codec: str
+    parquet_codec: str
+    bytearray_separator: bytes
+    bytearray_extension: str
+    store_kafka_keys: bool
+    store_kafka_headers: bool
+    keys_format_name: str
+    headers_format_name: str
+    behavior_on_null_values: str
+    tombstone_encoded_partition: str
+    schema_compatibility: str
+    s3_part_size: int
+    s3_part_retries: int
+    s3_retry_backoff_ms: int
+    s3_ssea_name: str
+    s3_sse_kms_key_id: str | None
+    s3_acl_canned: str | None
+    aws_access_key_id: Secret | None
+    aws_secret_access_key: Secret | None
+    s3_schema_partition_affix_type: str
+    manifest_location: str
+    kafka_bootstrap_servers: str
+    kafka_options: dict[str, str]    # kafka.* keys, prefix stripped (includes bootstrap.servers)
+    kafka_starting_offsets: str
+    value_decoder: str
+    key_decoder: str
+    schema_registry_url: str | None
+    schema_registry_options: dict[str, str]  # schema.registry.* other than url, prefix stripped
+    value_schema: str | None
+    blockgzip_block_size: int
+    blockgzip_compression: str
+    batch_max_records: int
+    offsets_on_data_loss: str
+    ignored_keys: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+    source: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], source: str | None = None, name: str | None = None) -> "SinkConfig":
+        """Validate a flat (or nested) mapping of Confluent/lakesink keys."""
+        from lakesink.config.validate import build_config  # validate builds SinkConfig: import on use
+
+        return build_config(flatten(values), source=source, job_name=name)
+
+    # ------------------------------------------------------------------ derived
+    # (components — naming, partitioner, formats, decoders, store — are built by lakesink.wiring)
+
+    @property
+    def time_based(self) -> bool:
+        return self.partitioner_class in ("time", "daily", "hourly")
+
+    @property
+    def deterministic(self) -> bool:
+        """True when replays from a committed offset rebuild identical object keys (spec §3)."""
+        if self.rotate_schedule_interval_ms > 0:
+            return False
+        return not (self.time_based and self.timestamp_extractor == "Wallclock")
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """``store.url`` with ``https://`` prepended when it has no scheme (Confluent S3Storage)."""
+        if not self.store_url:
+            return None
+        return self.store_url if "://" in self.store_url else "https://" + self.store_url
+
+    # ------------------------------------------------------------------ display
+
+    def as_dict(self, redact: bool = True) -> dict[str, Any]:
+        """Confluent/lakesink key → effective value; secrets masked unless ``redact=False``."""
+        out: dict[str, Any] = {}
+        for k in KEYS:
+            v = getattr(self, k.attr, None) if k.attr != "bytearray_separator_text" else None
+            if k.attr == "bytearray_separator_text":
+                v = self.bytearray_separator.decode("utf-8", "backslashreplace")
+            if isinstance(v, tuple):
+                v = list(v)
+            if isinstance(v, Secret):
+                v = MASK if redact else v.reveal()
+            out[k.name] = v
+        for k, v in self.kafka_options.items():
+            out["kafka." + k] = MASK if (redact and is_secret(k)) else v
+        for k, v in self.schema_registry_options.items():
+            out["schema.registry." + k] = MASK if (redact and is_secret(k)) else v
+        if redact and self.schema_registry_url:
+            out["schema.registry.url"] = redact_url(self.schema_registry_url)
+        if redact and self.store_url:
+            out["store.url"] = redact_url(self.store_url)
+        return out
+
+    def __repr__(self) -> str:
+        shown = {k: v for k, v in self.as_dict(redact=True).items() if v not in (None, "", [], {})}
+        return f"SinkConfig({shown!r}, source={self.source!r})"
+
+    __str__ = __repr__
+
+
+# dataclass fields, for tests / tooling
+FIELD_NAMES = tuple(f.name for f in fields(SinkConfig))

@@ -1,0 +1,198 @@
+"""Typed manifest rows: the one place a row of the manifest is defined and built.
+
+:class:`ManifestRow`'s fields are the Delta table's columns, in table order (:data:`COLUMNS` carries their
+SQL types and comments; ``schemas/manifest.sql`` is generated from it and a test checks all three agree).
+Rows are immutable; every kind has one builder here: :func:`object_row` (an archived object and its side
+files), :func:`advance_row` (a range without an object: transaction markers, compaction gaps, ignored
+tombstones), :func:`skipped_row` (a range lost to retention, skipped on request). The commit stamps the
+provenance fields (``job``, ``batch_id``, ``run_id``, ``committed_at``) with :meth:`ManifestRow.stamped`.
+
+Rows travel from executors to the driver as JSON (:meth:`ManifestRow.to_json` / :meth:`from_json`):
+timestamps as epoch milliseconds, side files as objects.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+# (name, Spark SQL type, nullable, comment). Order is the table's column order.
+COLUMNS: list[tuple[str, str, bool, str]] = [
+    ("job", "STRING", False, "job name (config `name`)"),
+    ("topic", "STRING", False, "Kafka topic"),
+    ("kafka_partition", "INT", False, "Kafka partition"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly)"),
+    ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
+    ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
+    ("first_offset", "BIGINT", True, "offset of this object's first record"),
+    ("last_offset", "BIGINT", True, "offset of this object's last record"),
+    ("record_count", "BIGINT", False, "records in this object (0 for advance/skipped rows)"),
+    ("encoded_partition", "STRING", True, "partitioner output, e.g. partition=0 or year=2026/month=11"),
+    ("object_key", "STRING", True, "S3 key of the value object"),
+    ("object_uri", "STRING", True, "full URI of the value object"),
+    ("keys_key", "STRING", True, "key of the .keys side file (store.kafka.keys)"),
+    ("headers_key", "STRING", True, "key of the .headers side file (store.kafka.headers)"),
+    ("side_files", "ARRAY<STRUCT<view: STRING, key: STRING, etag: STRING, version_id: STRING, size_bytes: BIGINT>>",
+     True, "every side file (keys, headers, block-gzip index) with its etag"),
+    ("format", "STRING", True, "avro | json | bytearray | parquet | blockgzip"),
+    ("compression", "STRING", True, "codec or compression of the value object"),
+    ("size_bytes", "BIGINT", True, "size of the value object"),
+    ("etag", "STRING", True, "ETag of the value object (readers verify it)"),
+    ("version_id", "STRING", True, "S3 version id on versioned buckets"),
+    ("min_timestamp", "TIMESTAMP", True, "smallest Kafka record timestamp in the object"),
+    ("max_timestamp", "TIMESTAMP", True, "largest Kafka record timestamp in the object"),
+    ("schema_subject", "STRING", True, "Schema Registry subject of the value schema"),
+    ("schema_id", "INT", True, "Schema Registry id of the value schema"),
+    ("schema_version", "INT", True, "Schema Registry version of the value schema"),
+    ("schema_fingerprint", "STRING", True, "fingerprint of the value schema's canonical form"),
+    ("kafka_cluster_id", "STRING", True, "Kafka cluster id at commit (resume refuses another cluster)"),
+    ("topic_id", "STRING", True, "Kafka topic id at commit (resume refuses a recreated topic)"),
+    ("note", "STRING", True, "why a skipped/advance row exists"),
+    ("batch_id", "BIGINT", False, "the job's batch number (= Delta txnVersion)"),
+    ("run_id", "STRING", False, "one id per process run"),
+    ("committed_at", "TIMESTAMP", False, "driver time of the commit"),
+]
+
+COLUMN_NAMES = [c[0] for c in COLUMNS]
+
+OBJECT, ADVANCE, SKIPPED = "object", "advance", "skipped"
+_TIMESTAMPS = ("min_timestamp", "max_timestamp", "committed_at")
+
+
+@dataclass(frozen=True)
+class SideFile:
+    """A side file of an object (``keys``, ``headers``, Block-GZIP ``index``): the struct in ``side_files``."""
+
+    view: str
+    key: str
+    etag: str | None
+    version_id: str | None
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    """One manifest row; the fields are the table's columns, in order (see :data:`COLUMNS`)."""
+
+    job: str | None
+    topic: str
+    kafka_partition: int
+    kind: str
+    range_start: int
+    range_end: int
+    first_offset: int | None = None
+    last_offset: int | None = None
+    record_count: int = 0
+    encoded_partition: str | None = None
+    object_key: str | None = None
+    object_uri: str | None = None
+    keys_key: str | None = None
+    headers_key: str | None = None
+    side_files: tuple[SideFile, ...] | None = None
+    format: str | None = None
+    compression: str | None = None
+    size_bytes: int | None = None
+    etag: str | None = None
+    version_id: str | None = None
+    min_timestamp: dt.datetime | None = None
+    max_timestamp: dt.datetime | None = None
+    schema_subject: str | None = None
+    schema_id: int | None = None
+    schema_version: int | None = None
+    schema_fingerprint: str | None = None
+    kafka_cluster_id: str | None = None
+    topic_id: str | None = None
+    note: str | None = None
+    batch_id: int | None = None
+    run_id: str | None = None
+    committed_at: dt.datetime | None = field(default=None)
+
+    def keys(self) -> list[str]:
+        """The value object's key and every side file's key (empty for advance/skipped rows)."""
+        out = [self.object_key] if self.object_key else []
+        return out + [s.key for s in self.side_files or ()]
+
+    def stamped(self, job: str, batch_id: int, run_id: str, committed_at: dt.datetime) -> "ManifestRow":
+        """This row with its provenance set (what the commit writes)."""
+        return dataclasses.replace(self, job=job, batch_id=batch_id, run_id=run_id, committed_at=committed_at)
+
+    def with_written(self, key: str, etag: str, version_id: str | None, size: int) -> "ManifestRow":
+        """This row with the object (or side file) at ``key`` recorded as ``etag``/``version_id``/``size``."""
+        if key == self.object_key:
+            return dataclasses.replace(self, etag=etag, version_id=version_id, size_bytes=size)
+        sides = tuple(dataclasses.replace(s, etag=etag, version_id=version_id, size_bytes=size) if s.key == key else s
+                      for s in self.side_files or ())
+        return dataclasses.replace(self, side_files=sides)
+
+    def as_tuple(self) -> tuple:
+        """Column values in table order (side files as struct tuples), for ``createDataFrame``."""
+        return tuple(
+            tuple(dataclasses.astuple(s) for s in v) if name == "side_files" and v is not None else v
+            for name, v in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict: timestamps as epoch milliseconds, side files as dicts."""
+        out = dataclasses.asdict(self)
+        for k in _TIMESTAMPS:
+            if out[k] is not None:
+                out[k] = _to_ms(out[k])
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ManifestRow":
+        values = dict(data)
+        for k in _TIMESTAMPS:
+            if values.get(k) is not None:
+                values[k] = _from_ms(values[k])
+        if values.get("side_files") is not None:
+            values["side_files"] = tuple(SideFile(**s) for s in values["side_files"])
+        return cls(**values)
+
+
+def object_row(topic: str, partition: int, range_start: int, range_end: int, *, first_offset: int, last_offset: int,
+               record_count: int, encoded_partition: str, object_key: str, object_uri: str,
+               side_files: tuple[SideFile, ...], format: str, compression: str | None, size_bytes: int,
+               etag: str | None, version_id: str | None, min_timestamp_ms: int | None, max_timestamp_ms: int | None,
+               schema: Any = None, kafka_cluster_id: str | None = None, topic_id: str | None = None) -> ManifestRow:
+    """The row of an archived object. ``schema``: the value schema (subject/id/version/fingerprint), or None."""
+    return ManifestRow(
+        job=None, topic=topic, kafka_partition=partition, kind=OBJECT, range_start=range_start, range_end=range_end,
+        first_offset=first_offset, last_offset=last_offset, record_count=record_count,
+        encoded_partition=encoded_partition, object_key=object_key, object_uri=object_uri,
+        keys_key=next((s.key for s in side_files if s.view == "keys"), None),
+        headers_key=next((s.key for s in side_files if s.view == "headers"), None),
+        side_files=side_files, format=format, compression=compression, size_bytes=size_bytes, etag=etag,
+        version_id=version_id,
+        min_timestamp=None if min_timestamp_ms is None else _from_ms(min_timestamp_ms),
+        max_timestamp=None if max_timestamp_ms is None else _from_ms(max_timestamp_ms),
+        schema_subject=getattr(schema, "subject", None), schema_id=getattr(schema, "id", None),
+        schema_version=getattr(schema, "version", None), schema_fingerprint=getattr(schema, "fingerprint", None),
+        kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+def advance_row(topic: str, partition: int, range_start: int, range_end: int, note: str | None = None, *,
+                kafka_cluster_id: str | None = None, topic_id: str | None = None) -> ManifestRow:
+    """A range the offsets advance over without an object (markers, compaction gaps, ignored records)."""
+    return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=ADVANCE, range_start=range_start,
+                       range_end=range_end, note=note, kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+def skipped_row(topic: str, partition: int, range_start: int, range_end: int, note: str, *,
+                kafka_cluster_id: str | None = None, topic_id: str | None = None) -> ManifestRow:
+    """A range deleted by Kafka before it was archived, skipped because the config allows it."""
+    return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=SKIPPED, range_start=range_start,
+                       range_end=range_end, note=note, kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _to_ms(t: dt.datetime) -> int:
+    naive = t if t.tzinfo is None else t.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return (naive - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def _from_ms(ms: int) -> dt.datetime:
+    """Naive UTC datetime (Spark's TIMESTAMP in a UTC session) from epoch milliseconds."""
+    return _EPOCH + dt.timedelta(milliseconds=ms)

@@ -1,0 +1,18 @@
+"""``python crash_job.py FAULT CONFIG [MASTER]``: one sink batch of CONFIG in its own driver, SIGKILLed at FAULT
+(see faults.KillAt). The crash tests run it as a subprocess; its directory must be on PYTHONPATH so the
+executors can unpickle the hooks."""
+import sys
+
+from faults import KillAt
+
+from lakesink import wiring
+from lakesink.config import load_config
+from lakesink.driver.sink import SinkJob
+from lakesink.spark import get_spark
+
+if __name__ == "__main__":
+    fault, config = sys.argv[1], sys.argv[2]
+    master = sys.argv[3] if len(sys.argv) > 3 else "local[2]"
+    cfg = load_config(config)
+    spark = get_spark(app_name=f"lakesink-crash-{cfg.name}", master=master, s3=wiring.s3_settings(cfg))
+    SinkJob(spark, cfg, hooks=KillAt(fault)).run_batch()

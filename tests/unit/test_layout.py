@@ -1,0 +1,103 @@
+"""Package layout rules, checked on the source (parsed with ``ast``, nothing imported):
+
+* ``lakesink/objects/`` is pure: no Spark, boto3, Kafka/registry client, config, wiring, store, driver or
+  executor imports (``lakesink.wiring`` builds objects from a config and hands them their settings);
+* no module imports a private (underscore) name from another module.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "lakesink"
+
+FORBIDDEN_IN_OBJECTS = ("pyspark", "boto3", "botocore", "confluent_kafka", "lakesink.config", "lakesink.wiring",
+                        "lakesink.store", "lakesink.driver", "lakesink.executor")
+
+
+def _modules(*dirs: Path) -> list[Path]:
+    return sorted(p for d in dirs if d.is_dir() for p in d.rglob("*.py") if ".venv" not in p.parts)
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` names (relative imports resolved against ``path``)."""
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``path`` — also ``from pkg import mod`` as ``pkg.mod``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve(path, node)
+            out.append((node.lineno, mod))
+            out += [(node.lineno, f"{mod}.{a.name}") for a in node.names if a.name != "*"]
+    return out
+
+
+def _hits(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+OBJECTS = _modules(PACKAGE / "objects")
+
+
+def test_objects_package_is_found() -> None:
+    names = {p.name for p in OBJECTS}
+    assert {"naming.py", "partitioners.py", "rotation.py", "timeformat.py", "records.py"} <= names
+
+
+@pytest.mark.parametrize("path", OBJECTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_objects_are_pure(path: Path) -> None:
+    bad = [f"{path.relative_to(ROOT)}:{line}: imports {mod}" for line, mod in _imported_modules(path)
+           if any(_hits(mod, f) for f in FORBIDDEN_IN_OBJECTS)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_private_names_imported_across_modules() -> None:
+    bad = []
+    for path in _modules(PACKAGE, ROOT / "tests", ROOT / "bench"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            mod = _resolve(path, node)
+            if not _hits(mod, "lakesink"):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {mod} import {alias.name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rules_catch_violations(tmp_path: Path) -> None:
+    """The checks themselves: a forbidden import and a private import are both seen."""
+    fake = ROOT / "lakesink" / "objects" / "_layout_probe.py"  # never written: parsed from a string
+    tree_src = "from lakesink.config import SinkConfig\nimport pyspark.sql\nfrom lakesink import wiring\n"
+    probe = tmp_path / "probe.py"
+    probe.write_text(tree_src)
+    mods = [m for _, m in _imported_modules(probe)]
+    assert any(_hits(m, "lakesink.config") for m in mods)
+    assert any(_hits(m, "pyspark") for m in mods)
+    assert any(_hits(m, "lakesink.wiring") for m in mods)
+    assert _module_name(fake) == "lakesink.objects._layout_probe"
