@@ -359,23 +359,22 @@ def build_manifest(spark, path: str, rows: int, appends: int, jobs: int = 10, to
         seq0[j] += -(-n // series)
 
 
-def sink_like_rows(n_rows: int, batch: int, topic: str = "bench-commit") -> list[dict]:
+def sink_like_rows(n_rows: int, batch: int, topic: str = "bench-commit") -> list:
     """One batch's manifest rows, shaped like the sink's (object rows spread over 4 partitions)."""
-    import datetime as dt
+    from lakesink.manifest import object_row
 
-    ts = dt.datetime(2026, 1, 1)
+    ts_ms = 1_767_225_600_000  # 2026-01-01
     rows = []
     for j in range(n_rows):
         part = j % PARTITIONS
         start = (batch * n_rows // PARTITIONS + j // PARTITIONS) * 50_000
         key = f"topics/{topic}/partition={part}/{topic}+{part}+{start:010d}.avro"
-        rows.append({"topic": topic, "kafka_partition": part, "kind": "object", "range_start": start,
-                     "range_end": start + 49_999, "first_offset": start, "last_offset": start + 49_999,
-                     "record_count": 50_000, "encoded_partition": f"partition={part}", "object_key": key,
-                     "object_uri": f"s3://{BUCKET}/{key}", "side_files": [], "format": "avro",
-                     "compression": "null", "size_bytes": 10_000_000, "etag": uuid.uuid4().hex,
-                     "min_timestamp": ts, "max_timestamp": ts, "schema_fingerprint": "0" * 64,
-                     "kafka_cluster_id": "bench-cluster", "topic_id": "tid-commit"})
+        rows.append(object_row(topic, part, start, start + 49_999, first_offset=start, last_offset=start + 49_999,
+                               record_count=50_000, encoded_partition=f"partition={part}", object_key=key,
+                               object_uri=f"s3://{BUCKET}/{key}", side_files=(), format="avro", compression="null",
+                               size_bytes=10_000_000, etag=uuid.uuid4().hex, version_id=None,
+                               min_timestamp_ms=ts_ms, max_timestamp_ms=ts_ms, kafka_cluster_id="bench-cluster",
+                               topic_id="tid-commit"))
     return rows
 
 
@@ -403,20 +402,17 @@ def manifest_bench(spark, path: str, rows: int, appends: int, commits: int, rows
         lat.append(t)
     out["commit_s"] = [round(x, 3) for x in lat]
     # anatomy of one commit: the Delta append alone vs the verification alone (as Manifest.commit does them)
-    from lakesink.manifest import COLUMN_NAMES, commit_tag
+    from lakesink.manifest import commit_tag
 
     batch = sink_like_rows(rows_per_commit, commits, topic="bench-anatomy")
-    for r in batch:
-        r.update(job="bench-anatomy-job", batch_id=0, run_id="r", committed_at=r["min_timestamp"])
     versions = []
 
     def append_n(i, txn=True, warm=False):
-        for r in batch:
-            r["batch_id"] = i
+        stamped = [r.stamped("bench-anatomy-job", i, "r", r.min_timestamp) for r in batch]
         versions.append(m.version())
         if warm:
             m.warm_commit()  # as the sink does while its executors archive: not part of the timed append
-        df = spark.createDataFrame([tuple(r.get(c) for c in COLUMN_NAMES) for r in batch], schema=m.spark_schema())
+        df = spark.createDataFrame([r.as_tuple() for r in stamped], schema=m.spark_schema())
         w = df.coalesce(1).write.format("delta").mode("append")
         if txn:
             w = w.option("txnAppId", "bench-anatomy-job").option("txnVersion", i)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import fastavro
 
 from lakesink import registry
-from lakesink.errors import DecodeError, LakesinkError, SchemaError
+from lakesink.errors import DecodeError, InvalidArgumentError, LakesinkError, SchemaError
 from lakesink.objects.records import ValueSchema
 from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
 
@@ -90,7 +90,7 @@ _JSON_WS = json.decoder.WHITESPACE.match
 
 
 def _reject_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
+    raise InvalidArgumentError(f"{name} is not valid JSON")
 
 
 class JsonDecoder(Decoder):
@@ -173,11 +173,11 @@ class AvroDecoder(Decoder):
                  registry_config: dict | None = None, schema: Any = None, wire_format: bool = True,
                  subject_name_strategy: str = "topic", subject: str | None = None, is_key: bool = False):
         if schema is None and registry_client is None and not schema_registry_url:
-            raise ValueError("avro decoder needs schema_registry_url (or registry_client) or a fixed schema")
+            raise InvalidArgumentError("avro decoder needs schema_registry_url (or registry_client) or a fixed schema")
         if not wire_format and schema is None:
-            raise ValueError("wire_format=False needs a fixed schema")
+            raise InvalidArgumentError("wire_format=False needs a fixed schema")
         if subject_name_strategy not in SUBJECT_STRATEGIES:
-            raise ValueError(f"subject_name_strategy {subject_name_strategy!r} not in {list(SUBJECT_STRATEGIES)}")
+            raise InvalidArgumentError(f"subject_name_strategy {subject_name_strategy!r} not in {list(SUBJECT_STRATEGIES)}")
         self.wire_format = wire_format
         self.subject_name_strategy, self.subject, self.is_key = subject_name_strategy, subject, is_key
         self._fixed: tuple[ValueSchema, Any] | None = None
@@ -185,7 +185,7 @@ class AvroDecoder(Decoder):
             try:
                 avro = parse_schema(schema)
             except SchemaError as e:
-                raise ValueError(str(e)) from None
+                raise InvalidArgumentError(str(e)) from None
             vs = value_schema(avro)
             self._fixed = (vs, raw_reader_schema(vs))
         self._client = registry_client
@@ -323,4 +323,4 @@ def create_decoder(name: str, **options) -> Decoder:
     try:
         return cls(**options)
     except TypeError as e:
-        raise ValueError(f"decoder {key!r}: {e}") from None
+        raise InvalidArgumentError(f"decoder {key!r}: {e}") from None

@@ -146,3 +146,18 @@ class RecordCountMismatchError(ArchiveReadError):
 
 class CorruptObjectError(ArchiveReadError):
     """An object's bytes cannot be decoded by the format it was written with."""
+
+
+class InvalidArgumentError(LakesinkError, ValueError):
+    """A function was called with an argument it cannot take: a setting out of range, an unknown name,
+    records out of offset order. (Also a ValueError, for callers that catch one.)"""
+
+
+class BadValue(LakesinkError):
+    """A config value that does not parse; validation turns it into a ConfigProblem naming the key."""
+
+
+class KafkaReadError(LakesinkError):
+    """An executor could not read its planned Kafka range ``[start, end)`` (broker unreachable, the range's
+    start or end no longer on the broker); the message names the topic-partition and the cause, and the
+    batch commits nothing."""

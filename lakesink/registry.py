@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+from lakesink.errors import InvalidArgumentError
 
 __all__ = ["KINDS", "REGISTRY", "ALIASES", "names", "canonical", "load", "is_custom_path"]
 
@@ -90,7 +91,7 @@ def _table(kind: str) -> dict[str, str]:
     try:
         return REGISTRY[kind]
     except KeyError:
-        raise ValueError(f"unknown registry kind {kind!r}; expected one of {list(KINDS)}") from None
+        raise InvalidArgumentError(f"unknown registry kind {kind!r}; expected one of {list(KINDS)}") from None
 
 
 def names(kind: str) -> tuple[str, ...]:
@@ -136,7 +137,7 @@ def load(kind: str, name: str) -> Any:
             from lakesink.objects.partitioners import load_partitioner_class
 
             return load_partitioner_class(name)
-        raise ValueError(f"unknown {kind} {name!r}; expected one of {list(names(kind))}")
+        raise InvalidArgumentError(f"unknown {kind} {name!r}; expected one of {list(names(kind))}")
     key = (kind, short)
     hit = _loaded.get(key)
     if hit is None:

@@ -6,7 +6,8 @@ Two modes, chosen by :func:`get_spark`:
 
 - ``PYSPARK_PYTHON=sys.executable`` and ``SPARK_LOCAL_IP=127.0.0.1`` in the environment if unset (Python
   workers must run this interpreter; Spark must not bind a non-loopback address);
-- ``spark.jars`` = every jar in the jar directory: ``$LAKESINK_JARS_DIR``, else ``<checkout>/.cache/jars/spark``
+- every jar in the jar directory (``$LAKESINK_JARS_DIR``, else ``<checkout>/.cache/jars/spark``) on the class path
+  in local mode, or as ``spark.jars`` for another master (:func:`jar_conf`)
   (materialised by ``scripts/bootstrap``) -- Kafka source, Avro, Delta, S3A + AWS SDK;
 - the Delta SQL extension and catalog;
 - ``spark.ui.enabled=false``, ``spark.sql.shuffle.partitions=4`` and
@@ -161,11 +162,13 @@ def get_spark(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     jars = sorted(str(p) for p in default_jars_dir().glob("*.jar"))
+    master = master or os.environ.get("LAKESINK_SPARK_MASTER") or "local[*]"
 
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in jar_conf(master, jars).items():
+        builder = builder.config(key, value)
     builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("LAKESINK_SPARK_MASTER") or "local[*]")
-        .config("spark.jars", ",".join(jars))
+        builder
         .config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
         .config("spark.ui.enabled", "false")
@@ -205,6 +208,17 @@ def set_credentials(spark: "SparkSession", creds: dict[str, str]) -> None:
             _try_set(spark, key, value)
 
 
+def jar_conf(master: str, jars: list[str]) -> dict[str, str]:
+    """How the jars reach the JVMs. Local mode runs driver and executors in one JVM: the jars go on its
+    class path (``spark.driver.extraClassPath``), read in place. ``spark.jars`` would copy every jar --
+    686 MB of AWS SDK bundle among them -- into each session's scratch directory, seconds of every cold
+    start, and left behind by a killed driver. Other masters get ``spark.jars``, which ships them to
+    executors on other hosts."""
+    if master.startswith("local"):
+        return {"spark.driver.extraClassPath": os.pathsep.join(jars)}
+    return {"spark.jars": ",".join(jars)}
+
+
 def _apply_where_unset(spark: "SparkSession", hadoop: dict[str, str], conf: dict) -> None:
     """Cluster mode: set Hadoop keys (session conf + SparkContext Hadoop conf) and Spark keys if unset."""
     jconf = None
@@ -237,5 +251,5 @@ def _try_set(spark: "SparkSession", key: str, value: str) -> None:
         pass
 
 
-__all__ = ["S3Settings", "get_spark", "set_credentials", "default_jars_dir", "JARS_ENV",
+__all__ = ["S3Settings", "get_spark", "jar_conf", "set_credentials", "default_jars_dir", "JARS_ENV",
            "CLUSTER_ENV"]

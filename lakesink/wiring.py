@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from lakesink import registry
+from lakesink.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
@@ -21,9 +22,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.spark import S3Settings
     from lakesink.store import StoreSettings
 
-__all__ = ["naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec", "value_format",
+__all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec", "value_format",
            "keys_format", "headers_format", "key_extensions", "load_value_schema", "decoder_spec",
            "value_decoder_instance", "key_decoder_instance", "store_settings", "s3_settings"]
+
+
+# ----------------------------------------------------------------------------- kafka
+
+def librdkafka_config(kafka_options: "Mapping[str, str]") -> dict[str, str]:
+    """The config's ``kafka.*`` keys (prefix stripped) as librdkafka takes them (names mapped,
+    ``isolation.level`` defaulted; see :mod:`lakesink.config.kafka`, which validation already ran)."""
+    from lakesink.config.kafka import librdkafka_options
+
+    return librdkafka_options(kafka_options)[0]
 
 
 # ----------------------------------------------------------------------------- objects
@@ -86,7 +97,7 @@ def format_spec(cfg: "SinkConfig", name: str) -> tuple[str, dict[str, Any]]:
         return "parquet", {"codec": cfg.parquet_codec}
     if name == "blockgzip":
         return "blockgzip", {"block_size": cfg.blockgzip_block_size, "compression": cfg.blockgzip_compression}
-    raise ValueError(f"unknown format {name!r}")
+    raise InvalidArgumentError(f"unknown format {name!r}")
 
 
 def _create_format(cfg: "SinkConfig", name: str) -> Any:

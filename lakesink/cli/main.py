@@ -34,6 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of errors and log lakesink.* at DEBUG level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # the global options are also accepted after the subcommand (`lakesink sink --format json ...`)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--format", choices=sorted(FORMATS), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    add_parser = sub.add_parser
+
+    def add_with_common(name, **kw):
+        return add_parser(name, parents=[*kw.pop("parents", []), common], **kw)
+    sub.add_parser = add_with_common
     for register in COMMAND_REGISTRARS:
         register(sub)
     return parser

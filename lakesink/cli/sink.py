@@ -29,14 +29,46 @@ def session(cfg, master: str | None):
 
 
 def run(args: argparse.Namespace, output) -> SinkResult:
+    """Archive; the first batch's phases start with the run's cold start: ``start`` (process start to
+    here: interpreter, imports), ``config``, ``session`` (Spark with the jars) and ``init`` (manifest
+    table, Kafka and store clients)."""
+    import time
+
     from lakesink.config import load_config
     from lakesink.driver.sink import SinkJob, parse_interval
 
+    startup = {"start": seconds_since_process_start()}
+    t = time.monotonic()
     cfg = load_config(args.config)
     interval = parse_interval(args.interval)  # a bad --interval fails before Spark starts
     for w in cfg.warnings:
         output.warning(w)
-    job = SinkJob(session(cfg, args.master), cfg)
+    startup["config"], t = time.monotonic() - t, time.monotonic()
+    spark = session(cfg, args.master)
+    startup["session"], t = time.monotonic() - t, time.monotonic()
+    job = SinkJob(spark, cfg)
+    startup["init"] = time.monotonic() - t
+
+    def on_batch(result) -> None:
+        if startup:  # the first batch carries the cold start, in order, before its own phases
+            result.seconds = {**startup, **result.seconds}
+            startup.clear()
+        output.batch(result)
+
     batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
-                      on_batch=output.batch)
+                      on_batch=on_batch)
     return SinkResult(batches=batches)
+
+
+def seconds_since_process_start() -> float:
+    """Wall time since this process started (Linux ``/proc``; 0.0 where that cannot be read)."""
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0

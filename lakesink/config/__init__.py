@@ -21,7 +21,13 @@ key                            default      meaning
 ``manifest.location``          (required)   Delta manifest: ``s3a://…`` / file path / ``db.table``
 ``kafka.bootstrap.servers``    (required)   Kafka brokers
 ``kafka.*``                                 passed through (prefix stripped) to Spark's Kafka source /
-                                            confluent-kafka, e.g. ``kafka.security.protocol``
+                                            confluent-kafka, e.g. ``kafka.security.protocol``; names that
+                                            differ are mapped for librdkafka, keys it cannot take are
+                                            errors (:mod:`lakesink.config.kafka`)
+``kafka.isolation.level``      (see right)  default ``read_committed``, for both readers and the offset
+                                            snapshot (``read_uncommitted`` also archives aborted records)
+``kafka.reader``               direct       ``direct``: executors read with librdkafka; ``spark``: Spark's
+                                            Kafka source; not passed through
 ``kafka.starting.offsets``     earliest     where a partition with no manifest history starts
                                             (``earliest``/``latest``); not passed through
 ``schema.registry.url``                     Confluent Schema Registry for wire-format Avro

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lakesink import registry
-from lakesink.config.parse import BadValue, as_bool, as_int, as_list, as_raw_str, as_str
+from lakesink.errors import BadValue
+from lakesink.config.parse import as_bool, as_int, as_list, as_raw_str, as_str
 
 __all__ = ["MASK", "Key", "KEYS", "BY_NAME", "KNOWN_KEYS", "CONNECT_PREFIXES", "UNIMPLEMENTED", "is_secret",
            "redact_url", "shown", "ignored_reason", "AVRO_CODECS", "PARQUET_CODECS", "SSE_ALGOS", "CANNED_ACLS",
@@ -211,6 +212,7 @@ KEYS: tuple[Key, ...] = (
     # lakesink's own
     Key("manifest.location", "manifest_location", as_str, None, True),
     Key("kafka.starting.offsets", "kafka_starting_offsets", _enum("earliest", "latest", ci=True), "earliest"),
+    Key("kafka.reader", "kafka_reader", _enum("direct", "spark", ci=True), "direct"),
     Key("value.decoder", "value_decoder", _enum(*DECODERS, ci=True), None),
     Key("key.decoder", "key_decoder", _enum(*DECODERS, ci=True), "bytes"),
     Key("schema.registry.url", "schema_registry_url", as_str, None),

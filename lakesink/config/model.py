@@ -93,6 +93,7 @@ class SinkConfig:
     kafka_bootstrap_servers: str
     kafka_options: dict[str, str]    # kafka.* keys, prefix stripped (includes bootstrap.servers)
     kafka_starting_offsets: str
+    kafka_reader: str                # direct (librdkafka in the executors) | spark (Spark's Kafka source)
     value_decoder: str
     key_decoder: str
     schema_registry_url: str | None

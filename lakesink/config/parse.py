@@ -7,14 +7,12 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from lakesink.errors import ConfigError, ConfigProblem
+from lakesink.errors import BadValue, ConfigError, ConfigProblem
 
-__all__ = ["BadValue", "as_str", "as_raw_str", "as_int", "as_bool", "as_list", "unescape_java",
+__all__ = ["as_str", "as_raw_str", "as_int", "as_bool", "as_list", "unescape_java",
            "parse_properties", "flatten", "read_source", "unwrap"]
 
 
-class BadValue(Exception):
-    """A value that does not parse; message says what was expected."""
 
 
 def as_str(v: Any) -> str:

@@ -20,8 +20,8 @@ from typing import Any, Mapping
 from lakesink import registry
 from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, ignored_reason, shown
 from lakesink.config.model import Secret, SinkConfig
-from lakesink.config.parse import BadValue, as_str, flatten, read_source, unescape_java, unwrap
-from lakesink.errors import ConfigError, ConfigProblem, KeyNameError, PatternError
+from lakesink.config.parse import as_str, flatten, read_source, unescape_java, unwrap
+from lakesink.errors import BadValue, ConfigError, ConfigProblem, KeyNameError, PatternError
 
 __all__ = ["Problems", "ParsedKeys", "build_config", "load_config", "check_name", "check_kafka", "check_topics",
            "check_naming", "check_formats", "check_decoders", "check_null_values", "check_affix",
@@ -127,9 +127,18 @@ def check_name(vals: dict[str, Any], job_name: str | None, problem: Problems) ->
 
 
 def check_kafka(kafka: dict[str, str], problem: Problems) -> str:
+    """``kafka.bootstrap.servers``; every ``kafka.*`` key must mean the same to librdkafka (admin client,
+    direct reader) as to Spark's Java consumer (see :mod:`lakesink.config.kafka`). ``isolation.level``
+    defaults to read_committed wherever it is used (``kafka_options`` holds only what the config says)."""
+    from lakesink.config.kafka import check_kafka_options
+    from lakesink.config.keys import is_secret
+
     bootstrap = kafka.get("bootstrap.servers", "")
     if not bootstrap:
         problem("kafka.bootstrap.servers", None, "is required (Kafka brokers, host:port[,host:port])")
+    _conf, problems = check_kafka_options(kafka, secret=is_secret)
+    for key, msg in problems:
+        problem(key, kafka.get(key[6:]), msg)
     return bootstrap
 
 
@@ -429,6 +438,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         s3_schema_partition_affix_type=affix, manifest_location=vals["manifest_location"],
         kafka_bootstrap_servers=bootstrap, kafka_options=keys.kafka,
         kafka_starting_offsets=vals["kafka_starting_offsets"].lower(),
+        kafka_reader=vals["kafka_reader"].lower(),
         value_decoder=value_decoder, key_decoder=key_decoder,
         schema_registry_url=vals["schema_registry_url"], schema_registry_options=keys.registry,
         value_schema=vals["value_schema"], blockgzip_block_size=vals["blockgzip_block_size"],

@@ -32,9 +32,19 @@ class TopicsSnapshot:
 
 
 def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka config from the config's ``kafka.*`` keys (already without the prefix)."""
-    consumer_only = {"isolation.level"}  # read by us and by Spark's consumers, not the admin client
-    return {k: str(v) for k, v in kafka_options.items() if k not in consumer_only}
+    """librdkafka config from the config's ``kafka.*`` keys (already without the prefix; names that differ
+    from the Java client's mapped by :func:`lakesink.wiring.librdkafka_config`)."""
+    from lakesink import wiring
+
+    consumer_only = {"isolation.level"}  # read by us and by the consumers, not the admin client
+    return {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in consumer_only}
+
+
+def isolation_level(kafka_options: Mapping[str, str]) -> str:
+    """The effective ``isolation.level`` (default read_committed), the same for the snapshot and both readers."""
+    from lakesink import wiring
+
+    return wiring.librdkafka_config(kafka_options)["isolation.level"]
 
 
 class KafkaMetadata:
@@ -44,7 +54,7 @@ class KafkaMetadata:
         self.options = dict(kafka_options)
         self.conf = client_config(kafka_options)
         self.servers = self.conf.get("bootstrap.servers", "?")
-        self.read_committed = str(kafka_options.get("isolation.level", "")).lower() == "read_committed"
+        self.read_committed = isolation_level(kafka_options) == "read_committed"
         self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
 
     def _fail(self, what: str, e: BaseException) -> KafkaMetadataError:

@@ -5,9 +5,11 @@ One batch (``SinkJob.run_batch``):
 1. start offsets from the manifest (never a checkpoint, consumer group or local file);
    end offsets from a Kafka snapshot taken now; guards: same cluster, same topic id, no data lost
    to retention (unless ``offsets.on.data.loss=skip``, which records the skipped range);
-2. Spark's Kafka source reads exactly those ranges (one Spark partition per Kafka partition, in
-   offset order); ``mapInArrow`` runs a :class:`~lakesink.executor.archiver.PartitionArchiver` per
-   partition on the executors, which uploads closed objects and returns their manifest rows;
+2. the executors read exactly those ranges (one Spark partition per Kafka partition, in offset
+   order) with librdkafka (``kafka.reader=direct``, :mod:`lakesink.executor.kafka_reader`) or through
+   Spark's Kafka source (``kafka.reader=spark``); ``mapInArrow`` runs a
+   :class:`~lakesink.executor.archiver.PartitionArchiver` per partition on the executors, which uploads
+   closed objects and returns their manifest rows;
 3. the driver resolves conditional-write conflicts against the manifest, checks that the ranges
    chain from the start offsets with no gap or overlap, and appends all rows in ONE Delta
    transaction (``txnAppId=job``, ``txnVersion=batch_id``), verified after the fact.
@@ -31,6 +33,7 @@ from typing import Any, Callable
 from lakesink import wiring
 from lakesink.errors import (BatchFailedError, BatchValidationError, DataLossError, FencedError, KeyConflictError,
                              LakesinkError, ResumeGuardError)
+from lakesink.driver.kafka_admin import isolation_level
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
 from lakesink.hooks import NO_HOOKS, Hooks
@@ -165,18 +168,10 @@ class SinkJob:
         reader = self.spark.read.format("kafka")
         for k, v in cfg.kafka_options.items():
             reader = reader.option(f"kafka.{k}", v)
-        # Only the columns this config uses: converting a column to Arrow for the Python workers is
-        # the read's largest cost after Kafka itself (headers, an array of structs, cost more than
-        # the values). Keys are read when stored or when their decoder can reject one (Confluent's
-        # key converter fails the task on a bad key even when keys are not stored).
-        headers = cfg.store_kafka_headers
+        reader = reader.option("kafka.isolation.level", isolation_level(cfg.kafka_options))  # same default
+        key, topic, headers = self.optional_columns(plans)
         cols = ["value", "partition", "offset", F.expr("unix_millis(timestamp)").alias("ts")]
-        if cfg.store_kafka_keys or cfg.key_decoder != "bytes":
-            cols.append("key")
-        if len(assign) > 1:
-            cols.append("topic")
-        if headers:
-            cols.append("headers")
+        cols += [c for c, used in (("key", key), ("topic", topic), ("headers", headers)) if used]
         df = (reader.option("assign", json.dumps(assign))
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending))
@@ -185,6 +180,45 @@ class SinkJob:
               .load())
         extra, plan = read_columns(ColumnarPlan.for_config(cfg), df)
         return df.select(*cols, *extra), plan
+
+    def optional_columns(self, plans: list[PartitionPlan]) -> tuple[bool, bool, bool]:
+        """Whether the read carries ``key``, ``topic``, ``headers`` (both readers give the same columns).
+
+        Only the columns this config uses: converting a column to Arrow for the Python workers is
+        the read's largest cost after Kafka itself (headers, an array of structs, cost more than
+        the values). Keys are read when stored or when their decoder can reject one (Confluent's
+        key converter fails the task on a bad key even when keys are not stored)."""
+        cfg = self.cfg
+        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes", len({p.topic for p in plans}) > 1,
+                cfg.store_kafka_headers)
+
+    def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
+        """Read and archive ``plans`` on the executors; the collected result rows."""
+        cfg = self.cfg
+        if cfg.kafka_reader == "spark":
+            df, columnar = self._read(plans)
+            return df.mapInArrow(
+                lambda it: archive_partitions(it, cfg, ctx, starts, columnar), RESULT_SCHEMA).collect()
+        return self._read_direct(plans, ctx, starts).collect()
+
+    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict):
+        """The direct reader (:mod:`lakesink.executor.kafka_reader`): one Spark partition per planned range,
+        whose task reads it with librdkafka and archives it; a DataFrame of result rows."""
+        from lakesink.executor.columnar import ColumnarPlan
+        from lakesink.executor.kafka_reader import read_and_archive
+
+        cfg = self.cfg
+        plan = ColumnarPlan.for_config(cfg)
+        columnar = plan.for_direct_reader() if plan is not None else None
+        key, topic, headers = self.optional_columns(plans)
+        options = dict(cfg.kafka_options)
+        group_id = f"lakesink-{cfg.name}-{self.run_id}"  # librdkafka needs one; nothing is committed to it
+        ranges = [(p.topic, p.partition, p.start, p.end) for p in plans]
+        # range(n) in n slices: exactly one id, one Kafka range, per Spark partition (no Python RDD, no shuffle)
+        ids = self.spark.range(0, len(ranges), 1, len(ranges))
+        return ids.mapInArrow(
+            lambda it: read_and_archive(it, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
+                                        headers), RESULT_SCHEMA)
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
@@ -206,9 +240,7 @@ class SinkJob:
             warm.start()
             t1 = time.monotonic()
             try:
-                df, columnar = self._read(plans)
-                out = df.mapInArrow(
-                    lambda it: archive_partitions(it, cfg, ctx, starts, columnar), RESULT_SCHEMA).collect()
+                out = self._archive(plans, ctx, starts)
             except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
                 raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
                                        f"{executor_error(e)}") from e
@@ -218,7 +250,7 @@ class SinkJob:
             produced = [d for d in decoded if isinstance(d, ArchivedRow)]
             for p in plans:
                 if (p.topic, p.partition) not in status:
-                    # Spark read no record in [start, end): only transaction markers / compaction gaps
+                    # no record read in [start, end): only transaction markers / compaction gaps / aborted
                     rows.append(advance_row(p.topic, p.partition, p.start, p.end - 1, "no records in range",
                                             kafka_cluster_id=ksnap.cluster_id, topic_id=ksnap.topic_ids.get(p.topic)))
             warm.join(timeout=120)

@@ -23,6 +23,7 @@ objects and manifest rows, so batches of either kind share files.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -71,6 +72,17 @@ class ColumnarPlan:
 
     kind: str  # bytes | avro | parquet | json
     schema_json: str | None = None  # avro, parquet: the value schema, for Spark's check and decode
+    #: avro without the JVM's column (the direct reader): each batch's datums are checked in Python instead
+    python_check: bool = False
+
+    def for_direct_reader(self) -> "ColumnarPlan | None":
+        """This plan for batches read by the executors themselves (no JVM columns): ``avro`` checks its
+        datums in Python (each exactly one datum of the schema, as the record path's decoder reads them;
+        the datums are then copied, as the record path copies them); ``parquet`` needs rows Spark
+        decoded, so its records take the record path (None); the others need no JVM column."""
+        if self.kind == "parquet":
+            return None
+        return dataclasses.replace(self, python_check=True) if self.kind == "avro" else self
 
     @classmethod
     def for_config(cls, cfg) -> "ColumnarPlan | None":
@@ -123,6 +135,14 @@ class ColumnarPlan:
             return values, None
         if self.kind in ("avro", "parquet"):
             ok = columns.get(CANONICAL)
+            if ok is None and self.python_check and self.kind == "avro":
+                from lakesink.errors import DecodeError
+
+                try:  # the record path's own decode: a bad datum goes there, which names it
+                    decoder.decode_many(values.to_pylist(), topic, partition, offsets)
+                except DecodeError:
+                    return None
+                return values, decoder.fixed_schema
             if ok is None or ok.null_count or not pc.all(ok).as_py():
                 return None
             if self.kind == "avro":

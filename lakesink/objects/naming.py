@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from lakesink.errors import KeyNameError
+from lakesink.errors import InvalidArgumentError, KeyNameError
 
 __all__ = [
     "NamingSettings",
@@ -66,11 +66,11 @@ class NamingSettings:
 
     def __post_init__(self) -> None:
         if not self.directory_delim:
-            raise ValueError("directory.delim must not be empty")
+            raise InvalidArgumentError("directory.delim must not be empty")
         if not self.file_delim or any(ch.isdigit() for ch in self.file_delim):
-            raise ValueError("file.delim must be non-empty and contain no digits")
+            raise InvalidArgumentError("file.delim must be non-empty and contain no digits")
         if self.zero_pad_width < 0:
-            raise ValueError("filename.offset.zero.pad.width must be >= 0")
+            raise InvalidArgumentError("filename.offset.zero.pad.width must be >= 0")
 
     @property
     def prefix(self) -> str:
@@ -190,7 +190,7 @@ def _strip_ext(key: str, extension: str) -> str:
 def side_key(value_key_: str, value_extension: str, view: Literal["keys", "headers"], view_extension: str) -> str:
     """``<base>.keys<ext>`` / ``<base>.headers<ext>`` next to the value object (spec §5)."""
     if view not in ("keys", "headers"):
-        raise ValueError(f"view must be 'keys' or 'headers', not {view!r}")
+        raise InvalidArgumentError(f"view must be 'keys' or 'headers', not {view!r}")
     return f"{_strip_ext(value_key_, value_extension)}.{view}{view_extension}"
 
 

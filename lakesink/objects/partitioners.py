@@ -32,7 +32,7 @@ from datetime import date, datetime, timezone
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lakesink.errors import PartitionError
+from lakesink.errors import InvalidArgumentError, PartitionError
 from lakesink.objects.naming import encode_field_value, validate_topic
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.timeformat import JodaFormatter, Zone, bucket_start, zone
@@ -117,7 +117,7 @@ class FieldPartitioner(Partitioner):
 
     def __init__(self, fields: Sequence[str], directory_delim: str = "/"):
         if not fields:
-            raise ValueError("FieldPartitioner needs at least one field name")
+            raise InvalidArgumentError("FieldPartitioner needs at least one field name")
         self.fields = tuple(fields)
         self.directory_delim = directory_delim
 
@@ -238,7 +238,7 @@ def make_extractor(name: str, field: str = "timestamp") -> TimestampExtractor:
         return RecordExtractor()
     if name == "RecordField":
         return RecordFieldExtractor(field)
-    raise ValueError(f"unknown timestamp extractor {name!r}")
+    raise InvalidArgumentError(f"unknown timestamp extractor {name!r}")
 
 
 class TimeBasedPartitioner(Partitioner):
@@ -256,7 +256,7 @@ class TimeBasedPartitioner(Partitioner):
         directory_delim: str = "/",
     ):
         if partition_duration_ms <= 0:
-            raise ValueError("partition.duration.ms must be > 0")
+            raise InvalidArgumentError("partition.duration.ms must be > 0")
         # Confluent strips one trailing directory.delim from path.format
         if path_format.endswith(directory_delim):
             path_format = path_format[: -len(directory_delim)]
@@ -337,16 +337,16 @@ def load_partitioner_class(path: str) -> type[Partitioner]:
     """Import ``pkg.mod.Class`` and check it subclasses :class:`Partitioner` (ValueError if not)."""
     mod_name, _, cls_name = path.rpartition(".")
     if not mod_name or not cls_name:
-        raise ValueError(f"{path!r} is not a dotted 'package.module.Class' path")
+        raise InvalidArgumentError(f"{path!r} is not a dotted 'package.module.Class' path")
     try:
         mod = importlib.import_module(mod_name)
     except Exception as e:  # ImportError, or an error raised by the module itself
-        raise ValueError(f"cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
+        raise InvalidArgumentError(f"cannot import module {mod_name!r}: {type(e).__name__}: {e}") from None
     cls = getattr(mod, cls_name, None)
     if cls is None:
-        raise ValueError(f"module {mod_name!r} has no attribute {cls_name!r}")
+        raise InvalidArgumentError(f"module {mod_name!r} has no attribute {cls_name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Partitioner)):
-        raise ValueError(f"{path!r} is not a subclass of lakesink.objects.partitioners.Partitioner")
+        raise InvalidArgumentError(f"{path!r} is not a subclass of lakesink.objects.partitioners.Partitioner")
     return cls
 
 
@@ -395,7 +395,7 @@ def build_partitioner(settings: PartitionerSettings, custom: Partitioner | None 
     elif custom is not None:
         p = custom
     else:
-        raise ValueError(f"partitioner {kind!r} is not built in: pass the custom instance")
+        raise InvalidArgumentError(f"partitioner {kind!r} is not built in: pass the custom instance")
     if settings.behavior_on_null_values == "write":
         p = TombstonePartitioner(p, settings.tombstone_encoded_partition)
     return p

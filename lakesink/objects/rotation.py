@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Union
 
 from lakesink.schemas.compatibility import Decision, SchemaCompatibility
-from lakesink.errors import PartitionError
+from lakesink.errors import InvalidArgumentError, PartitionError
 from lakesink.objects.partitioners import Partitioner
 from lakesink.objects.records import SinkRecord, ValueSchema
 from lakesink.objects.timeformat import next_time_adjusted_by_day, zone
@@ -84,11 +84,11 @@ class RotationPolicy:
 
     def __post_init__(self) -> None:
         if self.flush_size < 1:
-            raise ValueError("flush.size must be >= 1")
+            raise InvalidArgumentError("flush.size must be >= 1")
         if self.rotate_schedule_interval_ms > 0 and not self.timezone:
-            raise ValueError("rotate.schedule.interval.ms needs a timezone")
+            raise InvalidArgumentError("rotate.schedule.interval.ms needs a timezone")
         if self.behavior_on_null_values not in ("fail", "ignore", "write"):
-            raise ValueError(f"bad behavior.on.null.values {self.behavior_on_null_values!r}")
+            raise InvalidArgumentError(f"bad behavior.on.null.values {self.behavior_on_null_values!r}")
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ class Rotator:
         schedule_anchor_ms: int | None = None,
     ):
         if start_offset < 0:
-            raise ValueError("start_offset must be >= 0")
+            raise InvalidArgumentError("start_offset must be >= 0")
         self.policy = policy
         self.partitioner = partitioner
         self.clock = clock
@@ -242,7 +242,7 @@ class Rotator:
     def process(self, record: SinkRecord) -> list[Event]:
         """Events caused by ``record`` (the next record of this partition), in order."""
         if record.offset <= self._last_seen:
-            raise ValueError(f"offset {record.offset} is not after {self._last_seen} (records must be in offset order)")
+            raise InvalidArgumentError(f"offset {record.offset} is not after {self._last_seen} (records must be in offset order)")
         now = self._batch_now()
         self._last_seen = record.offset
         if record.value is None:
@@ -332,7 +332,7 @@ class Rotator:
         for r in records:
             off = r.offset
             if off <= self._last_seen:
-                raise ValueError(f"offset {off} is not after {self._last_seen} (records must be in offset order)")
+                raise InvalidArgumentError(f"offset {off} is not after {self._last_seen} (records must be in offset order)")
             if now is None:
                 now = self._batch_now()
             self._last_seen = off
@@ -405,7 +405,7 @@ class Rotator:
             return None
         n = len(offsets)
         if n and offsets[0] <= self._last_seen:
-            raise ValueError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
+            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
         if out is None:
             out = []
         self._batch_now()

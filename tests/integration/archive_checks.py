@@ -86,8 +86,8 @@ def archived_values(spark, cfg, view=RecordView.VALUE) -> dict[tuple[str, int], 
     """Every archived value per partition, objects in first-offset order, read and etag-verified."""
     rows = manifest_rows(spark, cfg)
     store = open_store(wiring.store_settings(cfg))
-    fmt = {RecordView.VALUE: cfg.value_format, RecordView.KEYS: cfg.keys_format,
-           RecordView.HEADERS: cfg.headers_format}[view]()
+    fmt = {RecordView.VALUE: wiring.value_format, RecordView.KEYS: wiring.keys_format,
+           RecordView.HEADERS: wiring.headers_format}[view](cfg)
     out = defaultdict(list)
     for obj in iter_objects(rows):
         out[(obj.topic, obj.kafka_partition)].extend(read_object(store, fmt, obj, view))

@@ -3,17 +3,19 @@ import threading
 
 import pytest
 
-from lakesink.manifest import Manifest
+from lakesink.manifest import Manifest, SideFile, advance_row, object_row
 from lakesink.errors import FencedError
 
 
 def _rows(topic, part, start, end, key=None):
-    return [{"topic": topic, "kafka_partition": part, "kind": "object" if key else "advance",
-             "range_start": start, "range_end": end, "first_offset": start if key else None,
-             "last_offset": end if key else None, "record_count": (end - start + 1) if key else 0,
-             "object_key": key, "side_files": [{"view": "keys", "key": key + ".keys", "etag": "e",
-                                                "version_id": None, "size_bytes": 1}] if key else None,
-             "kafka_cluster_id": "c1", "topic_id": "t1"}]
+    """One object row at ``key`` (with a .keys side file), or an advance row without a key."""
+    if key is None:
+        return [advance_row(topic, part, start, end, kafka_cluster_id="c1", topic_id="t1")]
+    return [object_row(topic, part, start, end, first_offset=start, last_offset=end, record_count=end - start + 1,
+                       encoded_partition=f"partition={part}", object_key=key, object_uri=f"s3://b/{key}",
+                       side_files=(SideFile("keys", key + ".keys", "e", None, 1),), format="avro",
+                       compression="null", size_bytes=1, etag="e", version_id=None, min_timestamp_ms=None,
+                       max_timestamp_ms=None, kafka_cluster_id="c1", topic_id="t1")]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from archive_checks import (archived_values, base_config, check_chains, check_ex
                             json_payloads, manifest_rows, produce)
 
 from lakesink.config import SinkConfig
-from lakesink.manifest import Manifest
+from lakesink.manifest import Manifest, advance_row
 from lakesink.driver.sink import SinkJob
 from lakesink.errors import BatchFailedError, DataLossError, ResumeGuardError
 
@@ -122,10 +122,9 @@ def test_other_kafka_cluster_is_refused(spark, kafka, s3, bucket, topic_name):
     snap = manifest.snapshot(cfg.name)
     assert snap.partitions[(topic_name, 0)].next_offset == 10
     # a batch written from another cluster (e.g. the manifest was copied, or the job re-pointed)
-    manifest.commit(cfg.name, snap.next_batch_id, "run-elsewhere", [{
-        "topic": topic_name, "kafka_partition": 0, "kind": "advance", "range_start": 10, "range_end": 10,
-        "record_count": 0, "note": "written elsewhere", "kafka_cluster_id": "other-cluster-id",
-        "topic_id": snap.partitions[(topic_name, 0)].topic_id}])
+    manifest.commit(cfg.name, snap.next_batch_id, "run-elsewhere", [advance_row(
+        topic_name, 0, 10, 10, "written elsewhere", kafka_cluster_id="other-cluster-id",
+        topic_id=snap.partitions[(topic_name, 0)].topic_id)])
     n = len(manifest_rows(spark, cfg))
     with pytest.raises(ResumeGuardError, match=r"written from Kafka cluster other-cluster-id.*refusing to resume"):
         SinkJob(spark, cfg).run_batch(flush_tail=True)

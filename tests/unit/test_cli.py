@@ -352,3 +352,27 @@ def test_archive_errors_are_lakesink_errors():
     for cls in (ArchiveReadError, MissingSideFileError, RecordCountMismatchError, CorruptObjectError):
         assert issubclass(cls, LakesinkError) and not issubclass(cls, (ValueError, LookupError))
     assert issubclass(ConfigError, LakesinkError)
+
+
+def test_seconds_since_process_start_is_this_processes_age():
+    import time
+
+    from lakesink.cli.sink import seconds_since_process_start
+
+    a = seconds_since_process_start()
+    time.sleep(0.05)
+    b = seconds_since_process_start()
+    assert 0 < a < b < 24 * 3600
+
+
+def test_global_options_work_after_the_subcommand_too(tmp_path, capsys):
+    import json as _json
+    from pathlib import Path
+
+    from lakesink.cli.main import main
+
+    example = Path(__file__).resolve().parents[2] / "schemas" / "examples" / "sink.properties"
+    assert main(["check", str(example), "--format", "json"]) == 0
+    assert _json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["--format", "json", "check", str(example)]) == 0
+    assert _json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -269,18 +269,19 @@ def test_connect_keys_ignored_with_reason() -> None:
 # ----------------------------------------------------------------------------- secrets
 
 SECRET = "wJalrXUtnFEMI/K7MDENG"
+JAAS = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{SECRET}";'
 
 
 def test_secrets_never_shown() -> None:
     c = cfg(**{"aws.access.key.id": "AKIAEXAMPLE", "aws.secret.access.key": SECRET,
-               "kafka.sasl.jaas.config": f"password={SECRET}", "kafka.ssl.key.password": SECRET,
+               "kafka.sasl.jaas.config": JAAS, "kafka.ssl.key.password": SECRET,
                "schema.registry.url": f"https://user:{SECRET}@sr:8081",
                "schema.registry.basic.auth.user.info": f"u:{SECRET}"})
     for text in (repr(c), str(c), json.dumps(c.as_dict())):
         assert SECRET not in text and "AKIAEXAMPLE" not in text
     assert isinstance(c.aws_secret_access_key, Secret) and c.aws_secret_access_key.reveal() == SECRET
     assert c.as_dict(redact=False)["aws.secret.access.key"] == SECRET
-    assert c.kafka_options["sasl.jaas.config"] == f"password={SECRET}"  # usable, just not shown
+    assert c.kafka_options["sasl.jaas.config"] == JAAS  # usable, just not shown
     assert SECRET not in repr(c.raw)
 
 

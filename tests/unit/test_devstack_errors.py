@@ -186,3 +186,12 @@ def test_dev_corrupt_state_file(tmp_path, capsys):
     state.write_text("{not json")
     assert main(["dev", "status", "--state-file", str(state)]) == 1
     assert "cannot read the dev stack state" in capsys.readouterr().err
+
+
+def test_local_sessions_read_jars_in_place_other_masters_ship_them():
+    from lakesink.spark import jar_conf
+
+    jars = ["/j/a.jar", "/j/b.jar"]
+    assert jar_conf("local[2]", jars) == {"spark.driver.extraClassPath": "/j/a.jar:/j/b.jar"}
+    assert jar_conf("local", jars) == {"spark.driver.extraClassPath": "/j/a.jar:/j/b.jar"}
+    assert jar_conf("spark://127.0.0.1:7077", jars) == {"spark.jars": "/j/a.jar,/j/b.jar"}

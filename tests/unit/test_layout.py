@@ -101,3 +101,35 @@ def test_the_rules_catch_violations(tmp_path: Path) -> None:
     assert any(_hits(m, "pyspark") for m in mods)
     assert any(_hits(m, "lakesink.wiring") for m in mods)
     assert _module_name(fake) == "lakesink.objects._layout_probe"
+
+
+def test_every_exception_class_is_defined_in_errors_under_lakesinkerror():
+    """One module holds every exception; each derives from LakesinkError (the CLI's one-line errors)."""
+    import inspect
+
+    import lakesink.errors as errors
+
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == PACKAGE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b) for b in node.bases}
+                assert not any(b.endswith(("Error", "Exception")) or b in ("Exception", "BaseException")
+                               for b in bases), f"{path}: exception class {node.name} outside lakesink/errors.py"
+    for name, cls in inspect.getmembers(errors, inspect.isclass):
+        if issubclass(cls, BaseException) and cls.__module__ == errors.__name__:
+            assert issubclass(cls, errors.LakesinkError), name
+
+
+def test_argument_errors_of_pure_objects_are_lakesink_errors():
+    from lakesink.errors import InvalidArgumentError, LakesinkError
+    from lakesink.objects import formats
+    from lakesink.objects.rotation import RotationPolicy
+
+    for bad in (lambda: RotationPolicy(flush_size=0), lambda: formats.create("nope"),
+                lambda: formats.create("json", compression_level=42)):
+        with pytest.raises(InvalidArgumentError) as ei:
+            bad()
+        assert isinstance(ei.value, LakesinkError)

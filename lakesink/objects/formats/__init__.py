@@ -13,6 +13,7 @@ from lakesink.objects.formats.blockgzip import BlockGzipFormat
 from lakesink.objects.formats.bytearray import ByteArrayFormat
 from lakesink.objects.formats.json import JsonFormat
 from lakesink.objects.formats.parquet import ParquetFormat
+from lakesink.errors import InvalidArgumentError
 
 #: The registered format names (see :mod:`lakesink.registry`, which also holds the one alias table:
 #: Confluent ``format.class`` names, ``lakesink.formats.BlockGzipFormat``, ``avroformat``, ...).
@@ -29,7 +30,7 @@ def create(name: str, **options) -> Format:
     try:
         return cls(**options)
     except TypeError as e:  # unexpected keyword
-        raise ValueError(f"format {key!r}: {e}") from None
+        raise InvalidArgumentError(f"format {key!r}: {e}") from None
 
 
 __all__ = ["create", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "CountingSink",

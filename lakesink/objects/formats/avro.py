@@ -31,7 +31,7 @@ from fastavro.write import Writer
 from lakesink.objects.records import SinkRecord, ValueSchema
 from lakesink.schemas.avro import fingerprint, primitive_schema_for, raw_parsed_schema
 from lakesink.objects.formats.base import (Format, FormatWriter, RecordView, binary_run, encode_error, header_pairs, record_key)
-from lakesink.errors import EmptyFileError
+from lakesink.errors import EmptyFileError, InvalidArgumentError
 
 CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
 DEFAULT_SYNC_INTERVAL = 64000  # Avro Java's DataFileWriter default (Confluent's files)
@@ -71,9 +71,9 @@ class AvroFormat(Format):
                  sync_interval: int = DEFAULT_SYNC_INTERVAL, fast_path: bool = True):
         codec = {"zstd": "zstandard", "none": "null"}.get(codec, codec)
         if codec not in CODECS:
-            raise ValueError(f"avro codec {codec!r} not supported; expected one of {list(CODECS)}")
+            raise InvalidArgumentError(f"avro codec {codec!r} not supported; expected one of {list(CODECS)}")
         if sync_interval < 1:
-            raise ValueError("sync_interval must be >= 1")
+            raise InvalidArgumentError("sync_interval must be >= 1")
         self.codec, self.codec_level = codec, codec_level
         self.sync_interval, self.fast_path = sync_interval, fast_path
 
@@ -228,11 +228,11 @@ class AvroWriter(FormatWriter):
         import numpy as np
 
         if self.view is not RecordView.VALUE or schema is None:
-            raise ValueError("Avro columnar writes take VALUE payloads with their schema")
+            raise InvalidArgumentError("Avro columnar writes take VALUE payloads with their schema")
         if self._w is None:
             self._open(schema.avro, schema)
         if schema.fingerprint != self._fp or self._bare_fp != schema.fingerprint or self._schemaless:
-            raise ValueError(f"payloads of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
+            raise InvalidArgumentError(f"payloads of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
         data, ends = binary_run(payloads)
         n, i, pos, sync = len(ends), 0, 0, self._fmt.sync_interval
         while i < n:

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any, BinaryIO, Iterator, Sequence
 
-from lakesink.errors import EncodeError
+from lakesink.errors import EncodeError, InvalidArgumentError
 from lakesink.objects.records import SinkRecord
 
 
@@ -49,7 +49,7 @@ class Format(ABC):
     def _check_view(self, view: RecordView) -> RecordView:
         view = RecordView(view)
         if not self.supports_view(view):
-            raise ValueError(f"format {self.name!r} cannot write the {view.value} view")
+            raise InvalidArgumentError(f"format {self.name!r} cannot write the {view.value} view")
         return view
 
     def __repr__(self) -> str:

@@ -34,6 +34,7 @@ from lakesink.objects.records import SinkRecord
 from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error
 from lakesink.objects.formats.compression import CompressingSink, parse_compression
 from lakesink.objects.formats.json import compact_json
+from lakesink.errors import InvalidArgumentError
 
 DEFAULT_BLOCK_SIZE = 67108864  # DA's compressed_block_size default (raw bytes per chunk)
 INDEX_SUFFIX = ".index.json"
@@ -79,10 +80,10 @@ class BlockGzipFormat(Format):
         self.compression = parse_compression(compression or "gzip", allowed=("gzip", "bzip2"))
         self.compression_level = int(compression_level)
         if not -1 <= self.compression_level <= 9:
-            raise ValueError(f"compression_level {compression_level} is outside -1..9")
+            raise InvalidArgumentError(f"compression_level {compression_level} is outside -1..9")
         self.block_size = int(compressed_block_size if compressed_block_size is not None else block_size)
         if self.block_size < 1:
-            raise ValueError("block_size must be >= 1")
+            raise InvalidArgumentError("block_size must be >= 1")
         self.buffer_size = int(buffer_size)
         self.extension = ".gz" if self.compression == "gzip" else ".bz2"
 

@@ -16,6 +16,7 @@ from typing import BinaryIO, Iterator, Sequence
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, binary_run, encode_error, record_key
 from lakesink.objects.formats.compression import CompressingSink, parse_compression
+from lakesink.errors import InvalidArgumentError
 
 #: value types write_many joins directly (subclasses and anything else go through write())
 _BYTES_TYPES = {bytes, bytearray, memoryview}
@@ -31,11 +32,11 @@ class ByteArrayFormat(Format):
                  compression_level: int = -1, buffer_size: int = DEFAULT_BUFFER_SIZE):
         self.separator = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)
         if not extension:
-            raise ValueError("bytearray extension must not be empty")
+            raise InvalidArgumentError("bytearray extension must not be empty")
         self.compression = parse_compression(compression)
         self.compression_level = int(compression_level)
         if not -1 <= self.compression_level <= 9:
-            raise ValueError(f"compression_level {compression_level} is outside -1..9")
+            raise InvalidArgumentError(f"compression_level {compression_level} is outside -1..9")
         self.buffer_size = int(buffer_size)
         self.base_extension = extension
         self.extension = extension + (".gz" if self.compression == "gzip" else "")

@@ -23,6 +23,8 @@ from typing import Protocol
 
 from isal import isal_zlib
 
+from lakesink.errors import InvalidArgumentError
+
 GZIP_WBITS = 31  # deflate wrapped in a gzip header/trailer
 
 
@@ -34,7 +36,7 @@ class Compressor(Protocol):
 def isal_level(level: int) -> int | None:
     """The ISA-L level for a zlib level (-1..9); None means "use zlib level 0 (stored)"."""
     if not -1 <= level <= 9:
-        raise ValueError(f"compression level {level} is outside -1..9")
+        raise InvalidArgumentError(f"compression level {level} is outside -1..9")
     if level == -1:
         return 1
     if level == 0:
@@ -53,7 +55,7 @@ def gzip_compressor(level: int = -1) -> Compressor:
 def bzip2_compressor(level: int = -1) -> Compressor:
     """A compressor producing one bzip2 stream (level -1 -> 9, bzip2's default)."""
     if not -1 <= level <= 9:
-        raise ValueError(f"compression level {level} is outside -1..9")
+        raise InvalidArgumentError(f"compression level {level} is outside -1..9")
     return bz2.BZ2Compressor(9 if level in (-1, 0) else level)
 
 
@@ -65,7 +67,7 @@ def new_compressor(kind: str, level: int = -1) -> Compressor:
     try:
         return COMPRESSORS[kind](level)
     except KeyError:
-        raise ValueError(f"unknown compression {kind!r}; expected one of {sorted(COMPRESSORS)}") from None
+        raise InvalidArgumentError(f"unknown compression {kind!r}; expected one of {sorted(COMPRESSORS)}") from None
 
 
 class CompressingSink:
@@ -93,5 +95,5 @@ def parse_compression(value: str | None, allowed=("none", "gzip")) -> str:
     """Normalise a ``compression`` option (None/'' -> 'none')."""
     v = (value or "none").lower()
     if v not in allowed:
-        raise ValueError(f"compression {value!r} not supported here; expected one of {list(allowed)}")
+        raise InvalidArgumentError(f"compression {value!r} not supported here; expected one of {list(allowed)}")
     return v

@@ -30,6 +30,7 @@ from lakesink.schemas.avro import value_converter
 from lakesink.objects.formats.base import (DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, b64, encode_error, header_pairs,
                    record_key)
 from lakesink.objects.formats.compression import CompressingSink, parse_compression
+from lakesink.errors import InvalidArgumentError
 
 DECIMAL_FORMATS = ("BASE64", "NUMERIC")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -46,10 +47,10 @@ class JsonFormat(Format):
         self.compression = parse_compression(compression)
         self.compression_level = int(compression_level)
         if not -1 <= self.compression_level <= 9:
-            raise ValueError(f"compression_level {compression_level} is outside -1..9")
+            raise InvalidArgumentError(f"compression_level {compression_level} is outside -1..9")
         self.decimal_format = str(decimal_format).upper()
         if self.decimal_format not in DECIMAL_FORMATS:
-            raise ValueError(f"decimal_format {decimal_format!r} not in {list(DECIMAL_FORMATS)}")
+            raise InvalidArgumentError(f"decimal_format {decimal_format!r} not in {list(DECIMAL_FORMATS)}")
         self.buffer_size = int(buffer_size)
         self.extension = ".json" + (".gz" if self.compression == "gzip" else "")
 

@@ -20,7 +20,7 @@ import fastavro.validation
 
 from lakesink.objects.records import SinkRecord, ValueSchema
 from lakesink.schemas.avro import arrow_value_converter, avro_to_arrow_schema, primitive_schema_for, raw_parsed_schema
-from lakesink.errors import EmptyFileError, SchemaError
+from lakesink.errors import EmptyFileError, InvalidArgumentError, SchemaError
 from lakesink.objects.formats.base import Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
 
 #: codec option -> (pyarrow compression, extension prefix per parquet-mr's CompressionCodecName)
@@ -54,11 +54,11 @@ class ParquetFormat(Format):
                  compression_level: int | None = None):
         codec = (codec or "none").lower()
         if codec in ("lz4", "lzo"):
-            raise ValueError(f"parquet codec {codec!r} (Hadoop framing) cannot be written by pyarrow; use lz4_raw")
+            raise InvalidArgumentError(f"parquet codec {codec!r} (Hadoop framing) cannot be written by pyarrow; use lz4_raw")
         if codec not in CODECS:
-            raise ValueError(f"parquet codec {codec!r} not supported; expected one of {sorted(CODECS)}")
+            raise InvalidArgumentError(f"parquet codec {codec!r} not supported; expected one of {sorted(CODECS)}")
         if row_group_size < 1:
-            raise ValueError("row_group_size must be >= 1")
+            raise InvalidArgumentError("row_group_size must be >= 1")
         self.codec = "none" if codec == "uncompressed" else codec
         self.compression, ext = CODECS[codec]
         self.extension = ext + ".parquet"
@@ -260,11 +260,11 @@ class ParquetFormatWriter(FormatWriter):
         schemas it decodes alike): the rows join the current row group, which is written where
         :meth:`write_many` writes it."""
         if self.view is not RecordView.VALUE or schema is None:
-            raise ValueError("Parquet columnar writes take VALUE rows with their schema")
+            raise InvalidArgumentError("Parquet columnar writes take VALUE rows with their schema")
         if self._pw is None:
             self._open_schema(schema.avro, schema)
         if schema.fingerprint != self._fp:
-            raise ValueError(f"rows of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
+            raise InvalidArgumentError(f"rows of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
         table = payloads if payloads.schema.equals(self._arrow_schema) else payloads.cast(self._arrow_schema)
         if self._rows:  # per-record rows of this row group come first
             self._chunks.append(self._rows_table())

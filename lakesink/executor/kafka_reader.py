@@ -1,0 +1,172 @@
+"""The direct reader: a Spark task reads its planned Kafka range with librdkafka and archives it in place.
+
+The driver plans Kafka partition ranges (``topic, partition, start, end``, end exclusive) and runs
+``spark.range(n, numPartitions=n)``: one Spark partition holding one id per range; :func:`read_and_archive`
+is the ``mapInArrow`` body over those ids. For each row it consumes ``[start, end)`` with a confluent-kafka
+``Consumer`` (assigned at ``start``; no group membership, nothing ever committed) and feeds Arrow
+batches with exactly the columns Spark's Kafka read gives (:func:`arrow_schema`: ``value, partition,
+offset, ts`` and, when used, ``key``, ``topic``, ``headers``) to
+:func:`~lakesink.executor.task.archive_partitions` in the same task: Kafka → Arrow → archiver, no JVM hop.
+
+End of range: the reader stops at the first record whose offset is ``>= end`` (never archived), or at a
+partition-EOF event whose offset (the broker's high watermark, or with ``read_committed`` the last
+stable offset) is ``>= end``: offsets the broker skips (transaction markers, aborted records under
+``read_committed``, compaction gaps) never make it wait. An EOF *below* ``end`` means the broker no
+longer has the planned range (truncated, or the plan came from another log): the task fails. So does
+an offset-out-of-range (records deleted past ``start`` after planning; ``auto.offset.reset=error``),
+any other partition error, and a read that makes no progress for :data:`STALL_TIMEOUT_S` (broker
+unreachable): each as one :class:`~lakesink.errors.KafkaReadError` line naming the topic-partition
+and the cause, so the batch commits nothing.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Mapping
+
+from lakesink.errors import KafkaReadError
+
+__all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "arrow_schema", "consumer_config", "read_range",
+           "read_and_archive"]
+
+#: a read that receives nothing (no record, no EOF) for this long fails the task
+STALL_TIMEOUT_S = 60.0
+#: Arrow rows per batch handed to the archiver (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``)
+ROWS_PER_BATCH = 10_000
+
+
+def arrow_schema(key: bool, topic: bool, headers: bool):
+    """The Arrow schema of Spark's Kafka read as :meth:`SinkJob._read <lakesink.driver.sink.SinkJob>` selects it."""
+    import pyarrow as pa
+
+    fields = [("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()), ("ts", pa.int64())]
+    if key:
+        fields.append(("key", pa.binary()))
+    if topic:
+        fields.append(("topic", pa.string()))
+    if headers:
+        fields.append(("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    return pa.schema(fields)
+
+
+def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str, Any]:
+    """librdkafka consumer settings: the config's ``kafka.*`` keys as librdkafka names them, then the
+    reader's own (assign-only, no commits, EOF events, no silent offset reset)."""
+    from lakesink import wiring
+
+    conf: dict[str, Any] = dict(wiring.librdkafka_config(kafka_options))
+    conf.setdefault("group.id", group_id)  # required by librdkafka; never joined, never committed to
+    conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True,
+                 "auto.offset.reset": "error"})
+    return conf
+
+
+def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, end: int, *, key: bool = False,
+               with_topic: bool = False, headers: bool = False, rows_per_batch: int = ROWS_PER_BATCH,
+               stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
+    """Arrow record batches of the records of ``topic``-``partition`` in ``[start, end)``, in offset order."""
+    import pyarrow as pa
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    tp = f"{topic}-{partition}"
+    if start >= end:
+        return
+    schema = arrow_schema(key, with_topic, headers)
+    causes: list[Any] = []
+
+    def on_error(err) -> None:  # client-level errors (broker down, auth): librdkafka retries; we remember
+        causes.append(err)
+
+    try:
+        consumer = Consumer({**conf, "error_cb": on_error})
+    except KafkaException as e:
+        raise KafkaReadError(f"{tp}: cannot create a Kafka consumer: {e.args[0].str() if e.args else e}") from None
+    EOF = KafkaError._PARTITION_EOF
+    values: list = []
+    offsets: list = []
+    tss: list = []
+    keys: list = []
+    hdrs: list = []
+    position = start
+
+    def flush():
+        n = len(offsets)
+        cols = [pa.array(values, pa.binary()), pa.array([partition] * n, pa.int32()),
+                pa.array(offsets, pa.int64()), pa.array(tss, pa.int64())]
+        if key:
+            cols.append(pa.array(keys, pa.binary()))
+        if with_topic:
+            cols.append(pa.array([topic] * n, pa.string()))
+        if headers:
+            cols.append(pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in hdrs],
+                                 schema.field("headers").type))
+        batch = pa.RecordBatch.from_arrays(cols, schema=schema)
+        values.clear(), offsets.clear(), tss.clear(), keys.clear(), hdrs.clear()
+        return batch
+
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        last_progress = time.monotonic()
+        done = False
+        while not done:
+            # never more than rows_per_batch rows in a batch: Arrow batches of Spark's size
+            msgs = consumer.consume(num_messages=rows_per_batch - len(offsets), timeout=1.0)
+            fatal = [c for c in causes if c.fatal()]
+            if fatal:
+                raise KafkaReadError(f"{tp}: reading [{start}, {end}) failed at offset {position}: {fatal[0].str()}")
+            if not msgs:
+                if time.monotonic() - last_progress > stall_timeout_s:
+                    why = causes[-1].str() if causes else "no record and no end-of-partition from the broker"
+                    raise KafkaReadError(f"{tp}: reading [{start}, {end}) made no progress for {stall_timeout_s:.0f}s "
+                                         f"at offset {position}: {why}")
+                continue
+            last_progress = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == EOF:
+                        if m.offset() >= end:
+                            done = True
+                            break
+                        if m.offset() >= position:
+                            raise KafkaReadError(
+                                f"{tp}: the broker's log ends at offset {m.offset()}, before the planned end {end} "
+                                f"of [{start}, {end}) (partition truncated since the batch was planned?)")
+                        continue
+                    raise KafkaReadError(f"{tp}: reading [{start}, {end}) failed at offset {position}: {err.str()}")
+                off = m.offset()
+                if off >= end:
+                    done = True
+                    break
+                if off < position:  # never expected: a record already read (or before start)
+                    raise KafkaReadError(f"{tp}: the broker returned offset {off} after {position - 1}")
+                position = off + 1
+                values.append(m.value())
+                offsets.append(off)
+                tss.append(m.timestamp()[1])
+                if key:
+                    keys.append(m.key())
+                if headers:
+                    hdrs.append(m.headers())
+            if len(offsets) >= rows_per_batch or (done and offsets):
+                yield flush()
+                last_progress = time.monotonic()  # the archiver's time is not the broker's
+        if offsets:
+            yield flush()
+    finally:
+        consumer.close()
+
+
+def read_and_archive(id_batches: Iterator[Any], ranges: list[tuple[str, int, int, int]], cfg, ctx, plans: dict,
+                     columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
+                     headers: bool) -> Iterator[Any]:
+    """``mapInArrow`` body over ``spark.range`` ids (column ``id``): read ``ranges[id]`` (topic, partition,
+    start, end exclusive) and archive it in this task."""
+    from lakesink.executor.task import archive_partitions
+
+    conf = consumer_config(kafka_options, group_id)
+    for batch in id_batches:
+        for i in batch.column("id").to_pylist():
+            topic, part, start, end = ranges[i]
+            yield from archive_partitions(
+                read_range(conf, topic, part, start, end, key=key, with_topic=with_topic, headers=headers),
+                cfg, ctx, plans, columnar)

@@ -1,0 +1,177 @@
+"""The direct reader (``kafka.reader=direct``, librdkafka in the executors) against Spark's Kafka source:
+byte-identical objects and manifest rows; transactions under read_committed; ranges the broker no longer has."""
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import fastavro
+import pytest
+from archive_checks import (AVRO_SCHEMA, archived_values, avro_values, base_config, check_chains, json_payloads,
+                            manifest_rows, produce)
+
+from lakesink.config import SinkConfig
+from lakesink.driver.sink import SinkJob
+from lakesink.errors import BatchFailedError, KafkaReadError
+from lakesink.executor.kafka_reader import consumer_config, read_range
+
+FORMATS = {
+    "json": ({"format.class": "json"}, json_payloads),
+    "bytearray": ({"format.class": "bytearray"}, json_payloads),
+    "avro": ({"format.class": "avro", "value.schema": json.dumps(AVRO_SCHEMA)}, avro_values),
+}
+
+
+def comparable_objects(s3, bucket: str, rows) -> dict[str, bytes]:
+    """Every committed object and side file, Avro sync markers masked (random per file)."""
+    client, out = s3.client(), {}
+    keys = [r.object_key for r in rows if r.object_key] + [s.key for r in rows for s in (r.side_files or ())]
+    for key in keys:
+        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        if key.endswith(".avro"):
+            data = data.replace(fastavro.block_reader(io.BytesIO(data))._header["sync"], b"<sync-marker-16>")
+        out[key] = data
+    return out
+
+
+def comparable_rows(rows) -> list[dict]:
+    out = []
+    for r in rows:
+        d = r.asDict(recursive=True)
+        for k in ("run_id", "committed_at", "object_uri"):  # object_uri names the bucket
+            d.pop(k, None)
+        if d["format"] == "avro":
+            d.pop("etag")  # Avro sync markers are random per file
+        for s in d.get("side_files") or ():
+            if s["key"].endswith(".avro"):
+                s.pop("etag")
+        out.append(d)
+    return sorted(out, key=lambda d: json.dumps(d, sort_keys=True, default=str))
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_both_readers_write_identical_archives(spark, kafka, s3, topic_name, fmt):
+    kafka.create_topic(topic_name, partitions=2)
+    over, payloads = FORMATS[fmt]
+    produce(kafka, topic_name, payloads(230), partition_of=lambda i: i % 2, headers=True)
+    cfgs = {}
+    for reader in ("direct", "spark"):
+        bucket = s3.create_bucket(f"rd-{reader}-{topic_name}")
+        cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+            **over, "name": f"job-{topic_name}", "flush.size": "40", "kafka.reader": reader}))
+        job = SinkJob(spark, cfgs[reader])
+        job.run_batch()  # full files only: tails stay open ...
+    produce(kafka, topic_name, payloads(50, start=230), partition_of=lambda i: i % 2, headers=True)
+    for reader in ("direct", "spark"):
+        SinkJob(spark, cfgs[reader]).run_batch(flush_tail=True)  # ... and are re-read, then closed
+    rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
+    check_chains(rows["direct"], {(topic_name, 0): 140, (topic_name, 1): 140})
+    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"])
+    objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
+    assert len(objects["direct"]) == 8 and objects["direct"] == objects["spark"]
+    assert archived_values(spark, cfgs["direct"]) == archived_values(spark, cfgs["spark"])
+
+
+def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
+    """The record path with every optional column (key, headers; two topics add ``topic``)."""
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(25), headers=True)
+    cfgs = {}
+    for reader in ("direct", "spark"):
+        bucket = s3.create_bucket(f"kh-{reader}-{topic_name}")
+        cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+            "name": f"job-{topic_name}", "store.kafka.keys": "true", "store.kafka.headers": "true",
+            "keys.format.class": "json", "headers.format.class": "json", "kafka.reader": reader}))
+        SinkJob(spark, cfgs[reader]).run_batch(flush_tail=True)
+    rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
+    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"])
+    objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
+    assert len(objects["direct"]) == 9 and objects["direct"] == objects["spark"]
+
+
+def test_aborted_transactions_are_skipped_and_the_manifest_advances(spark, kafka, s3, bucket, topic_name):
+    from confluent_kafka import Producer
+
+    kafka.create_topic(topic_name, partitions=1)
+    p = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"tx-{topic_name}"})
+    p.init_transactions(30)
+    committed, n = [], 0
+    for commit, count in ((True, 10), (False, 5), (True, 12), (False, 4), (True, 3), (False, 6)):
+        p.begin_transaction()
+        for _ in range(count):
+            v = json.dumps({"id": n, "committed": commit}).encode()
+            p.produce(topic_name, value=v, key=b"k")
+            if commit:
+                committed.append(json.loads(v))
+            n += 1
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    end = n + 6  # one marker per transaction
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"flush.size": "7"}))
+    assert cfg.kafka_reader == "direct"
+    first = SinkJob(spark, cfg).run_batch(flush_tail=True)
+    assert first.partitions[0].end == end
+    SinkJob(spark, cfg).run_batch(flush_tail=True)  # the trailing aborted records + markers: an advance row
+    rows = manifest_rows(spark, cfg)
+    check_chains(rows, {(topic_name, 0): end})
+    assert archived_values(spark, cfg)[(topic_name, 0)] == committed
+    assert sum(r.record_count for r in rows if r.kind == "object") == len(committed)
+
+
+def test_a_range_the_broker_no_longer_has_fails_naming_the_partition(kafka, topic_name):
+    """An end past the log's end (EOF below it) and a start deleted after planning: one KafkaReadError each."""
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(20), headers=False)
+    conf = consumer_config({"bootstrap.servers": kafka.bootstrap_servers}, "lakesink-test")
+    batches = list(read_range(conf, topic_name, 0, 5, 20))
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(5, 20))
+    t = time.monotonic()
+    with pytest.raises(KafkaReadError, match=rf"^{topic_name}-0: the broker's log ends at offset 20, before the "
+                                             r"planned end 25"):
+        list(read_range(conf, topic_name, 0, 5, 25))
+    assert time.monotonic() - t < 30
+
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    for f in admin.delete_records([TopicPartition(topic_name, 0, 10)], request_timeout=30).values():
+        f.result(30)
+    with pytest.raises(KafkaReadError, match=rf"^{topic_name}-0: reading \[5, 20\) failed at offset 5: .*"):
+        list(read_range(conf, topic_name, 0, 5, 20))
+
+
+def test_an_unreachable_broker_fails_in_bounded_time(kafka, topic_name):
+    conf = consumer_config({"bootstrap.servers": "127.0.0.1:1", "socket.connection.setup.timeout.ms": "1000"},
+                           "lakesink-test")
+    t = time.monotonic()
+    with pytest.raises(KafkaReadError, match=rf"^{topic_name}-0: reading \[0, 5\) made no progress for 3s"):
+        list(read_range(conf, topic_name, 0, 0, 5, stall_timeout_s=3))
+    assert time.monotonic() - t < 15
+
+
+def test_truncated_range_fails_the_batch_and_commits_nothing(spark, kafka, s3, bucket, topic_name, monkeypatch):
+    """Records deleted past the planned start between planning and reading: the batch fails, naming
+    the partition and cause, and commits nothing."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(30), headers=False)
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name))
+    job = SinkJob(spark, cfg)
+    plan = job.plan
+
+    def plan_then_truncate():
+        out = plan()
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        for f in admin.delete_records([TopicPartition(topic_name, 0, 12)], request_timeout=30).values():
+            f.result(30)
+        return out
+
+    monkeypatch.setattr(job, "plan", plan_then_truncate)
+    with pytest.raises(BatchFailedError, match=rf"nothing was committed: KafkaReadError: {topic_name}-0: reading "
+                                              r"\[0, 30\) failed at offset 0"):
+        job.run_batch(flush_tail=True)
+    assert manifest_rows(spark, cfg) == []
