@@ -22,6 +22,7 @@ aborted; aborting an upload never removes a stored object.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -79,10 +80,10 @@ def vacuum(spark, cfg, retention_s: float = DEFAULT_RETENTION_S, execute: bool =
     topics = _topics(cfg, manifest)
     own = _own_key_predicate(cfg, topics)
     for prefix in _prefixes(cfg, topics):
-        for listed in store.list(prefix):
-            if listed.key in committed:
-                continue
-            obj = store.head(listed.key)  # the listing carries no metadata
+        unreferenced = [o.key for o in store.list(prefix) if o.key not in committed]
+        with ThreadPoolExecutor(max_workers=16) as pool:  # the listing carries no metadata; HEADs are latency-bound
+            heads = list(pool.map(store.head, unreferenced))
+        for obj in heads:
             if obj is None:
                 continue
             if obj.owner != cfg.name and obj.key not in named:
