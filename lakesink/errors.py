@@ -148,6 +148,33 @@ class CorruptObjectError(ArchiveReadError):
     """An object's bytes cannot be decoded by the format it was written with."""
 
 
+class MissingRecordMetadataError(ArchiveReadError):
+    """An object has no record-metadata side file and its offsets cannot be derived (its range holds gaps), or a
+    time cut falls inside an object whose records' timestamps are unknown."""
+
+
+class RestoreError(LakesinkError):
+    """Archived records cannot be restored to Kafka (lakesink.executor.restore); nothing uncommitted is visible
+    to read_committed consumers, and a rerun resumes from the progress committed with the last transaction."""
+
+
+class RestoreGroupActiveError(RestoreError):
+    """The restore's progress consumer group has members: a consumer in it would take the restore's progress
+    offsets as its position, so the restore refuses to run."""
+
+
+class RestoreFencedError(RestoreError):
+    """Another producer with the same transactional.id (a newer run of this restore) fenced this one."""
+
+
+class RestoreTimestampError(RestoreError):
+    """A record's timestamp is further in the future than the broker accepts (log.message.timestamp.after.max.ms)."""
+
+
+class RestoreProduceError(RestoreError):
+    """The broker refused a record or a transaction step; the open transaction was aborted."""
+
+
 class InvalidArgumentError(LakesinkError, ValueError):
     """A function was called with an argument it cannot take: a setting out of range, an unknown name,
     records out of offset order. (Also a ValueError, for callers that catch one.)"""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.store import StoreSettings
 
 __all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec", "value_format",
-           "keys_format", "headers_format", "key_extensions", "load_value_schema", "decoder_spec",
+           "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema", "decoder_spec",
            "value_decoder_instance", "key_decoder_instance", "store_settings", "s3_settings"]
 
 
@@ -119,6 +119,13 @@ def headers_format(cfg: "SinkConfig") -> Any:
     return _create_format(cfg, cfg.headers_format_name)
 
 
+def metadata_format(cfg: "SinkConfig") -> Any:
+    """The record-metadata side file's format (``store.kafka.metadata``), or None when it is off."""
+    from lakesink.objects.formats.metadata import MetadataFormat
+
+    return MetadataFormat() if cfg.store_kafka_metadata else None
+
+
 def key_extensions(cfg: "SinkConfig") -> "KeyExtensions":
     """Extensions of every view of a file (needs :mod:`lakesink.objects.formats`)."""
     from lakesink.objects.naming import KeyExtensions
@@ -128,6 +135,7 @@ def key_extensions(cfg: "SinkConfig") -> "KeyExtensions":
         keys=keys_format(cfg).extension if cfg.store_kafka_keys else None,
         headers=headers_format(cfg).extension if cfg.store_kafka_headers else None,
         index=cfg.format_name == "blockgzip",
+        metadata=metadata_format(cfg).extension if cfg.store_kafka_metadata else None,
     )
 
 

@@ -195,6 +195,7 @@ KEYS: tuple[Key, ...] = (
     Key("format.bytearray.extension", "bytearray_extension", as_str, ".bin"),
     Key("store.kafka.keys", "store_kafka_keys", as_bool, False),
     Key("store.kafka.headers", "store_kafka_headers", as_bool, False),
+    Key("store.kafka.metadata", "store_kafka_metadata", as_bool, True),  # lakesink's: <base>.metadata.avro
     Key("keys.format.class", "keys_format_name", as_str, "avro"),
     Key("headers.format.class", "headers_format_name", as_str, "avro"),
     Key("behavior.on.null.values", "behavior_on_null_values", _enum("fail", "ignore", "write", ci=True), "fail"),

@@ -75,6 +75,7 @@ class SinkConfig:
     bytearray_extension: str
     store_kafka_keys: bool
     store_kafka_headers: bool
+    store_kafka_metadata: bool       # lakesink's record-metadata side file (offset, timestamp, type)
     keys_format_name: str
     headers_format_name: str
     behavior_on_null_values: str

@@ -429,6 +429,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         s3_compression_level=vals["s3_compression_level"], avro_codec=vals["avro_codec"],
         parquet_codec=vals["parquet_codec"], bytearray_separator=separator, bytearray_extension=bext,
         store_kafka_keys=vals["store_kafka_keys"], store_kafka_headers=vals["store_kafka_headers"],
+        store_kafka_metadata=vals["store_kafka_metadata"],
         keys_format_name=kfmt, headers_format_name=hfmt, behavior_on_null_values=bonv,
         schema_compatibility=vals["schema_compatibility"],
         s3_part_size=vals["s3_part_size"], s3_part_retries=vals["s3_part_retries"],

@@ -172,6 +172,8 @@ class SinkJob:
         key, topic, headers = self.optional_columns(plans)
         cols = ["value", "partition", "offset", F.expr("unix_millis(timestamp)").alias("ts")]
         cols += [c for c, used in (("key", key), ("topic", topic), ("headers", headers)) if used]
+        if cfg.store_kafka_metadata:  # Kafka's timestamp type id, for the record-metadata side file
+            cols.append(F.col("timestampType").alias("ts_type"))
         df = (reader.option("assign", json.dumps(assign))
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending))
@@ -218,7 +220,7 @@ class SinkJob:
         ids = self.spark.range(0, len(ranges), 1, len(ranges))
         return ids.mapInArrow(
             lambda it: read_and_archive(it, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
-                                        headers), RESULT_SCHEMA)
+                                        headers, cfg.store_kafka_metadata), RESULT_SCHEMA)
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:

@@ -48,10 +48,14 @@ class _OpenFile:
                 fw.write_many(self.pending)
             self.pending.clear()
 
-    def write_payloads(self, payloads: Any, schema: Any) -> None:
+    def write_payloads(self, payloads: Any, schema: Any, offsets: list[int], timestamps: list[int],
+                       timestamp_types: list[int] | None) -> None:
         self.flush()  # records of earlier, per-record batches come first
-        for fw, _ow in self.writers.values():
-            fw.write_payloads(payloads, schema)
+        for view, (fw, _ow) in self.writers.items():
+            if view is RecordView.METADATA:
+                fw.write_columns(offsets, timestamps, timestamp_types)
+            else:
+                fw.write_payloads(payloads, schema)
 
 
 @dataclass
@@ -84,6 +88,9 @@ class PartitionArchiver:
             self.formats[RecordView.KEYS] = wiring.keys_format(cfg)
         if cfg.store_kafka_headers:
             self.formats[RecordView.HEADERS] = wiring.headers_format(cfg)
+        metadata = wiring.metadata_format(cfg)
+        if metadata is not None:  # <base>.metadata.avro: offset, timestamp, timestamp type of every record
+            self.formats[RecordView.METADATA] = metadata
         kwargs: dict[str, Any] = {"schedule_anchor_ms": schedule_anchor_ms}
         if clock:
             kwargs["clock"] = clock
@@ -117,11 +124,13 @@ class PartitionArchiver:
         for ev in events:
             self._apply(ev)
 
-    def process_run(self, offsets: list[int], timestamps: list[int], payloads: Any, schema: Any) -> bool:
+    def process_run(self, offsets: list[int], timestamps: list[int], payloads: Any, schema: Any,
+                    timestamp_types: list[int] | None = None) -> bool:
         """Columnar :meth:`process_many` (:mod:`lakesink.executor.columnar`): records that are all written
         (no null value) with one ``schema``, under the Default partitioner and count-only
         rotation, given as their ascending offsets, timestamps and format payloads (one per
-        record: a pyarrow array or a list, sliceable). Returns False, having done nothing, if the
+        record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
+        read did not carry them). Returns False, having done nothing, if the
         rotator cannot take the run in bulk; then feed the records to :meth:`process_many`."""
         enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
         events = self.rotator.process_run(offsets, timestamps, enc, schema)
@@ -131,7 +140,9 @@ class PartitionArchiver:
         for ev in events:
             if isinstance(ev, AppendSpan):
                 f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
-                f.write_payloads(payloads[ev.start:ev.stop], schema)
+                f.write_payloads(payloads[ev.start:ev.stop], schema, offsets[ev.start:ev.stop],
+                                 timestamps[ev.start:ev.stop],
+                                 None if timestamp_types is None else timestamp_types[ev.start:ev.stop])
             else:
                 self._apply(ev)
         return True

@@ -5,7 +5,7 @@ The driver plans Kafka partition ranges (``topic, partition, start, end``, end e
 is the ``mapInArrow`` body over those ids. For each row it consumes ``[start, end)`` with a confluent-kafka
 ``Consumer`` (assigned at ``start``; no group membership, nothing ever committed) and feeds Arrow
 batches with exactly the columns Spark's Kafka read gives (:func:`arrow_schema`: ``value, partition,
-offset, ts`` and, when used, ``key``, ``topic``, ``headers``) to
+offset, ts`` and, when used, ``key``, ``topic``, ``headers``, ``ts_type``) to
 :func:`~lakesink.executor.task.archive_partitions` in the same task: Kafka → Arrow → archiver, no JVM hop.
 
 End of range: the reader stops at the first record whose offset is ``>= end`` (never archived), or at a
@@ -34,8 +34,10 @@ STALL_TIMEOUT_S = 60.0
 ROWS_PER_BATCH = 10_000
 
 
-def arrow_schema(key: bool, topic: bool, headers: bool):
-    """The Arrow schema of Spark's Kafka read as :meth:`SinkJob._read <lakesink.driver.sink.SinkJob>` selects it."""
+def arrow_schema(key: bool, topic: bool, headers: bool, ts_type: bool = False):
+    """The Arrow schema of Spark's Kafka read as :meth:`SinkJob._read <lakesink.driver.sink.SinkJob>` selects it
+    (``ts_type``: Kafka's timestamp type id, -1 none / 0 CreateTime / 1 LogAppendTime, as Spark's
+    ``timestampType``)."""
     import pyarrow as pa
 
     fields = [("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()), ("ts", pa.int64())]
@@ -45,6 +47,8 @@ def arrow_schema(key: bool, topic: bool, headers: bool):
         fields.append(("topic", pa.string()))
     if headers:
         fields.append(("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    if ts_type:
+        fields.append(("ts_type", pa.int32()))
     return pa.schema(fields)
 
 
@@ -62,7 +66,7 @@ def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str
 
 def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, end: int, *, key: bool = False,
                with_topic: bool = False, headers: bool = False, rows_per_batch: int = ROWS_PER_BATCH,
-               stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
+               stall_timeout_s: float = STALL_TIMEOUT_S, ts_type: bool = False) -> Iterator[Any]:
     """Arrow record batches of the records of ``topic``-``partition`` in ``[start, end)``, in offset order."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -70,7 +74,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
     tp = f"{topic}-{partition}"
     if start >= end:
         return
-    schema = arrow_schema(key, with_topic, headers)
+    schema = arrow_schema(key, with_topic, headers, ts_type)
     causes: list[Any] = []
 
     def on_error(err) -> None:  # client-level errors (broker down, auth): librdkafka retries; we remember
@@ -86,6 +90,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
     tss: list = []
     keys: list = []
     hdrs: list = []
+    ttypes: list = []
     position = start
 
     def flush():
@@ -99,8 +104,10 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         if headers:
             cols.append(pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in hdrs],
                                  schema.field("headers").type))
+        if ts_type:
+            cols.append(pa.array(ttypes, pa.int32()))
         batch = pa.RecordBatch.from_arrays(cols, schema=schema)
-        values.clear(), offsets.clear(), tss.clear(), keys.clear(), hdrs.clear()
+        values.clear(), offsets.clear(), tss.clear(), keys.clear(), hdrs.clear(), ttypes.clear()
         return batch
 
     try:
@@ -142,7 +149,10 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                 position = off + 1
                 values.append(m.value())
                 offsets.append(off)
-                tss.append(m.timestamp()[1])
+                tst = m.timestamp()
+                tss.append(tst[1])
+                if ts_type:  # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Kafka's ids are one less
+                    ttypes.append(tst[0] - 1)
                 if key:
                     keys.append(m.key())
                 if headers:
@@ -158,7 +168,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
 
 def read_and_archive(id_batches: Iterator[Any], ranges: list[tuple[str, int, int, int]], cfg, ctx, plans: dict,
                      columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
-                     headers: bool) -> Iterator[Any]:
+                     headers: bool, ts_type: bool = False) -> Iterator[Any]:
     """``mapInArrow`` body over ``spark.range`` ids (column ``id``): read ``ranges[id]`` (topic, partition,
     start, end exclusive) and archive it in this task."""
     from lakesink.executor.task import archive_partitions
@@ -168,5 +178,6 @@ def read_and_archive(id_batches: Iterator[Any], ranges: list[tuple[str, int, int
         for i in batch.column("id").to_pylist():
             topic, part, start, end = ranges[i]
             yield from archive_partitions(
-                read_range(conf, topic, part, start, end, key=key, with_topic=with_topic, headers=headers),
+                read_range(conf, topic, part, start, end, key=key, with_topic=with_topic, headers=headers,
+                           ts_type=ts_type),
                 cfg, ctx, plans, columnar)

@@ -62,12 +62,15 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                 plan = plans[(topic, part)]
                 archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
             offsets = col["offset"].to_pylist()
+            # Kafka timestamp type ids, read only for the record-metadata side file (store.kafka.metadata)
+            tts = col["ts_type"].to_pylist() if "ts_type" in col else None
             if first is None:
                 first = offsets[0]
             mixed = first_mixed(topics, parts, n)
             if columnar is not None and mixed is None:
                 prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
-                if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared):
+                if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared,
+                                                                 timestamp_types=tts):
                     last = offsets[-1]
                     read += n
                     del prepared
@@ -81,7 +84,11 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                 tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
             values = value_decoder.decode_many(raw_values, topic, part, offsets)
             keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
-            if bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
+            if tts is not None:
+                recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1] if bare_avro else None, tt)
+                        for off, ts, k, v, h, rv, rk, tt in zip(offsets, tss, keys, values, headers, raw_values,
+                                                                raw_keys, tts)]
+            elif bare_avro:  # raw_value is exactly one datum of the value schema: the Avro format may copy it
                 recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1])
                         for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
             else:

@@ -8,6 +8,8 @@ with ``D`` = ``directory.delim``, ``F`` = ``file.delim``, ``W`` = ``filename.off
 (longer offsets are never truncated). A blank ``topics.dir`` means no prefix. Side objects of the
 same file: ``….keys<keysExt>`` and ``….headers<headersExt>`` (value extension stripped, same
 directory and start offset); the Block-GZIP index replaces the value extension by ``.index.json``.
+lakesink's record-metadata side file (``store.kafka.metadata``) follows the same rule:
+``….metadata.avro``.
 
 Safety (lakesink's choice; Confluent has none):
 
@@ -49,7 +51,8 @@ __all__ = [
 ]
 
 INDEX_EXTENSION = ".index.json"
-View = Literal["value", "keys", "headers", "index"]
+View = Literal["value", "keys", "headers", "index", "metadata"]
+SideView = Literal["keys", "headers", "metadata"]
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -86,12 +89,13 @@ class NamingSettings:
 
 @dataclass(frozen=True)
 class KeyExtensions:
-    """Extensions that identify the views of a file (``keys``/``headers`` None = not stored)."""
+    """Extensions that identify the views of a file (``keys``/``headers``/``metadata`` None = not stored)."""
 
     value: str
     keys: str | None = None
     headers: str | None = None
     index: bool = False
+    metadata: str | None = None
 
 
 @dataclass(frozen=True)
@@ -187,10 +191,11 @@ def _strip_ext(key: str, extension: str) -> str:
     return key[: len(key) - len(extension)] if extension else key
 
 
-def side_key(value_key_: str, value_extension: str, view: Literal["keys", "headers"], view_extension: str) -> str:
-    """``<base>.keys<ext>`` / ``<base>.headers<ext>`` next to the value object (spec §5)."""
-    if view not in ("keys", "headers"):
-        raise InvalidArgumentError(f"view must be 'keys' or 'headers', not {view!r}")
+def side_key(value_key_: str, value_extension: str, view: SideView, view_extension: str) -> str:
+    """``<base>.keys<ext>`` / ``<base>.headers<ext>`` next to the value object (spec §5); lakesink's
+    ``<base>.metadata.avro`` by the same rule."""
+    if view not in ("keys", "headers", "metadata"):
+        raise InvalidArgumentError(f"view must be 'keys', 'headers' or 'metadata', not {view!r}")
     return f"{_strip_ext(value_key_, value_extension)}.{view}{view_extension}"
 
 
@@ -205,6 +210,8 @@ def _views(exts: KeyExtensions) -> list[tuple[str, View]]:
         cands.append((".keys" + exts.keys, "keys"))
     if exts.headers is not None:
         cands.append((".headers" + exts.headers, "headers"))
+    if exts.metadata is not None:
+        cands.append((".metadata" + exts.metadata, "metadata"))
     if exts.index:
         cands.append((INDEX_EXTENSION, "index"))
     cands.append((exts.value, "value"))

@@ -40,6 +40,8 @@ class SinkRecord:
     read from Kafka. ``value_schema`` is None for schemaless values. ``raw_avro`` is set (by the
     sink, for the bare-Avro value decoder) when ``raw_value`` is exactly one bare Avro datum
     written with that schema: the Avro format may then copy ``raw_value`` instead of re-encoding.
+    ``timestamp_type`` is Kafka's id (-1 none, 0 CreateTime, 1 LogAppendTime), None when the reader did not
+    carry it (the record-metadata side file then says CreateTime for a record with a timestamp).
     """
 
     topic: str
@@ -54,3 +56,4 @@ class SinkRecord:
     raw_key: bytes | None = None
     extra: dict = field(default_factory=dict)
     raw_avro: ValueSchema | None = None
+    timestamp_type: int | None = None

@@ -160,3 +160,25 @@ def test_no_key_escapes_topics_dir(topic: str, values: list) -> None:
     # one directory per field: the encoded values never add segments
     assert len(segments) == 2 + len(fields) + 1
     assert parse_key(key, NS, ".json").topic == topic
+
+
+def test_metadata_side_key_and_parse():
+    from lakesink.config import SinkConfig
+    from lakesink import wiring
+
+    ns = NamingSettings()
+    vk = value_key(ns, "t", 0, "partition=0", 42, ".avro")
+    mk = side_key(vk, ".avro", "metadata", ".avro")
+    assert mk == "topics/t/partition=0/t+0+0000000042.metadata.avro"
+    exts = KeyExtensions(".avro", keys=".avro", headers=".avro", metadata=".avro")
+    assert parse_key(mk, ns, exts).view == "metadata"
+    assert parse_key(vk, ns, exts).view == "value"
+    assert parse_key(side_key(vk, ".avro", "keys", ".avro"), ns, exts).view == "keys"
+    with pytest.raises(KeyNameError):  # not stored: not one of this job's keys
+        parse_key(mk, ns, KeyExtensions(".json"))
+    cfg = SinkConfig.from_dict({"name": "j", "topics": "t", "s3.bucket.name": "bkt", "manifest.location": "/m", "flush.size": "3",
+                                "kafka.bootstrap.servers": "x:1"})
+    assert cfg.store_kafka_metadata is True and wiring.key_extensions(cfg).metadata == ".avro"
+    off = SinkConfig.from_dict({"name": "j", "topics": "t", "s3.bucket.name": "bkt", "manifest.location": "/m", "flush.size": "3",
+                                "kafka.bootstrap.servers": "x:1", "store.kafka.metadata": "false"})
+    assert wiring.key_extensions(off).metadata is None and wiring.metadata_format(off) is None

@@ -21,11 +21,13 @@ DEFAULT_BUFFER_SIZE = 1 << 20
 
 
 class RecordView(str, Enum):
-    """Which part of the record an object holds (spec §5: ``.keys`` / ``.headers`` objects)."""
+    """Which part of the record an object holds (spec §5: ``.keys`` / ``.headers`` objects; METADATA is
+    lakesink's ``.metadata.avro`` side file, :mod:`lakesink.objects.formats.metadata`)."""
 
     VALUE = "value"
     KEYS = "keys"
     HEADERS = "headers"
+    METADATA = "metadata"
 
 
 class Format(ABC):
@@ -43,8 +45,9 @@ class Format(ABC):
         """Yield the values (keys, header lists) of an object in file order."""
 
     def supports_view(self, view: RecordView) -> bool:
-        """Whether this format can hold ``view`` (Confluent: no ByteArray headers)."""
-        return True
+        """Whether this format can hold ``view`` (Confluent: no ByteArray headers; the record-metadata
+        side file has a format of its own)."""
+        return view is not RecordView.METADATA
 
     def _check_view(self, view: RecordView) -> RecordView:
         view = RecordView(view)

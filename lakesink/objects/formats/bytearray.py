@@ -42,7 +42,7 @@ class ByteArrayFormat(Format):
         self.extension = extension + (".gz" if self.compression == "gzip" else "")
 
     def supports_view(self, view: RecordView) -> bool:
-        return view is not RecordView.HEADERS
+        return view in (RecordView.VALUE, RecordView.KEYS)
 
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "ByteArrayWriter":
         return ByteArrayWriter(self, out, self._check_view(view))

@@ -68,6 +68,13 @@ class JsonFormat(Format):
                 v = loads(line)
                 yield [(h["key"], h["value"]) for h in v["headers"]] if view is RecordView.HEADERS else v
 
+    def read_lines(self, stream: BinaryIO) -> Iterator[bytes]:
+        """Yield each record's line as archived (UTF-8 bytes, without the newline): what restore produces."""
+        src = gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else stream
+        for line in src:
+            if line.strip():
+                yield line[:-1] if line.endswith(b"\n") else line
+
 
 def json_default(o: Any) -> Any:
     """What JsonConverter / Jackson write for types ``json`` can't: bytes -> base64, Decimal ->

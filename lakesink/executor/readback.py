@@ -1,0 +1,502 @@
+"""Reading archived records back, object by object, through manifest rows (runs in Spark's Python workers).
+
+The read side of the archive: :func:`read_object` (one view of one object, as the format decodes it) and
+:func:`read_records` (the Kafka records of one object, as bytes a producer can send again: what
+``read_archive`` and restore use). Every object is read at the ETag (and version id) the manifest
+recorded, so an object replaced after the commit fails loudly; record counts are checked against the
+row. Orphans are invisible by construction: only manifest rows are read. (``lakesink.driver.archive``
+re-exports these names for callers on the driver.)
+
+Record bytes, per value format (the README's table):
+
+============  =====================================================================================
+bytearray     the value bytes, exactly
+json          the line as archived (UTF-8, without its newline); ``value_decoder="string"``: the
+              JSON string's text (the archive wrote a string value as a JSON string)
+blockgzip     the line as archived (UTF-8)
+avro          the datum bytes as archived (the writer schema's Avro binary), framed in Confluent's
+              wire format (magic 0 + 4-byte schema id) when the row has a ``schema_id``, bare
+              otherwise; a schemaless file (writer schema ``bytes``/``string``, from the bytes or
+              string decoder) gives the value's own bytes
+parquet       each row re-encoded as Avro binary with the schema the file was written from (its
+              ``parquet.avro.schema`` footer), framed like Avro
+============  =====================================================================================
+
+Keys (``.keys`` side file): bytes as stored; strings as UTF-8; with ``key_decoder="json"`` the key's
+compact JSON text; a JSON keys file holds bytes keys as base64, decoded back for ``key_decoder="bytes"``.
+No keys side file: null keys. Headers (``.headers``): the stored (key, string value) pairs, values as
+UTF-8 bytes (nulls stay null; the archive stored header values as UTF-8 text, so bytes that were not
+valid UTF-8 come back with U+FFFD); no headers side file: no headers.
+
+Offsets and timestamps come from the ``.metadata.avro`` side file (:mod:`lakesink.objects.formats.metadata`).
+Without one (archives written with ``store.kafka.metadata=false``, imported Confluent buckets), the
+offsets are ``first_offset + i`` when the object's offsets are contiguous (``last - first + 1 ==
+record_count``); otherwise :class:`~lakesink.errors.MissingRecordMetadataError` names the object (or,
+with ``offsets="null"``, the offsets are null): guessing would misplace records and restore progress.
+Timestamps are then null, and a time cut must not fall inside such an object (its manifest
+``min_timestamp``/``max_timestamp`` decide whether it is wholly in or out).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+
+from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgumentError, LakesinkError,
+                             ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
+                             RecordCountMismatchError)
+from lakesink.objects.formats.base import RecordView
+
+__all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
+           "read_records", "record_bytes_rules"]
+
+FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
+          "record_count")
+#: optional row fields a reader uses when present (older callers pass rows without them)
+OPTIONAL_FIELDS = ("format", "compression", "size_bytes", "schema_id", "min_timestamp", "max_timestamp")
+
+
+def row_getter(row: Any):
+    """``get(field)`` for a Spark Row, a mapping or any object with attributes; ManifestRowError if absent."""
+    if isinstance(row, Mapping):
+        def get(k: str, default: Any = ...) -> Any:
+            if k in row:
+                return row[k]
+            if default is not ...:
+                return default
+            raise ManifestRowError(f"manifest row has no {k!r} field: {dict(row)!r}")
+    else:
+        def get(k: str, default: Any = ...) -> Any:
+            try:
+                return getattr(row, k)
+            except (AttributeError, LookupError, ValueError):  # a Spark Row raises AttributeError
+                if default is not ...:
+                    return default
+                raise ManifestRowError(f"manifest row has no {k!r} field: {row!r}") from None
+    return get
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _ms(v: Any) -> int | None:
+    """Epoch ms of a manifest timestamp: a naive-UTC or aware datetime (Spark, ManifestRow) or ms already (JSON)."""
+    if v is None or isinstance(v, int):
+        return v
+    if isinstance(v, dt.datetime):
+        naive = v if v.tzinfo is None else v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return (naive - _EPOCH) // dt.timedelta(milliseconds=1)
+    raise ManifestRowError(f"manifest timestamp {v!r} is neither a datetime nor epoch milliseconds")
+
+
+@dataclass(frozen=True)
+class ArchivedObject:
+    """The parts of a manifest row a reader needs (works for Spark Rows, ManifestRows and dicts)."""
+
+    topic: str
+    kafka_partition: int
+    object_key: str
+    etag: str | None
+    version_id: str | None
+    first_offset: int
+    last_offset: int
+    record_count: int
+    side_files: tuple[Mapping[str, Any], ...] = ()
+    format: str | None = None
+    compression: str | None = None
+    size_bytes: int | None = None
+    schema_id: int | None = None
+    min_timestamp_ms: int | None = None
+    max_timestamp_ms: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> "ArchivedObject":
+        get = row_getter(row)
+        values = [get(f) for f in FIELDS]
+        try:
+            sides = tuple((s if isinstance(s, Mapping) else (s.asDict() if hasattr(s, "asDict") else vars(s)))
+                          for s in (get("side_files", None) or []))
+        except (AttributeError, TypeError) as e:
+            raise ManifestRowError(f"manifest row {values[2]!r}: bad side_files: {e}") from None
+        fmt, comp, size, sid, tmin, tmax = (get(f, None) for f in OPTIONAL_FIELDS)
+        return cls(*values, sides, fmt, comp, size, sid, _ms(tmin), _ms(tmax))
+
+    def side(self, view: str) -> Mapping[str, Any] | None:
+        """The side-file entry (``key``, ``etag``, ``version_id``, ``size_bytes``) of ``view``
+        ("keys"/"headers"/"metadata"/"index"), if recorded."""
+        return next((s for s in self.side_files if s.get("view") == view), None)
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether the object's offsets are exactly ``first_offset..last_offset`` (no gap)."""
+        return self.last_offset - self.first_offset + 1 == self.record_count
+
+
+def _read_bytes(store, obj: ArchivedObject, view: RecordView) -> tuple[str, bytes]:
+    if view is RecordView.VALUE:
+        key, etag, version = obj.object_key, obj.etag, obj.version_id
+    else:
+        side = obj.side(view.value)
+        if side is None:
+            raise MissingSideFileError(f"{obj.object_key}: no {view.value} side file in the manifest")
+        if not side.get("key"):
+            raise ManifestRowError(f"{obj.object_key}: the {view.value} side file entry has no key: {dict(side)!r}")
+        key, etag, version = side["key"], side.get("etag"), side.get("version_id")
+    return key, store.read(key, etag=etag, version_id=version)
+
+
+def _corrupt(store, key: str, fmt: Any, e: Exception) -> CorruptObjectError:
+    return CorruptObjectError(f"{store.uri(key)}: cannot be read as {getattr(fmt, 'name', fmt)!s}: "
+                              f"{type(e).__name__}: {e}")
+
+
+def _check_count(store, key: str, n: int, obj: ArchivedObject) -> None:
+    if n != obj.record_count:
+        raise RecordCountMismatchError(f"{store.uri(key)}: holds {n} records, the manifest says {obj.record_count}")
+
+
+def read_object(store, fmt, obj: ArchivedObject, view: RecordView = RecordView.VALUE) -> list[Any]:
+    """Values (or keys / header lists / metadata tuples) of one committed object, verified against its ETag.
+    For ``RecordView.METADATA`` the record-metadata format is used whatever ``fmt`` is.
+
+    Raises MissingSideFileError, CorruptObjectError, RecordCountMismatchError (all ArchiveReadError) or the
+    store's StoreError / ObjectChangedError."""
+    try:
+        view = RecordView(view)
+    except ValueError:
+        raise ArchiveReadError(f"{obj.object_key}: unknown record view {view!r} "
+                               f"(one of {', '.join(v.value for v in RecordView)})") from None
+    if view is RecordView.METADATA:
+        from lakesink.objects.formats.metadata import MetadataFormat
+
+        fmt = MetadataFormat()
+    key, data = _read_bytes(store, obj, view)
+    try:
+        values = list(fmt.read(io.BytesIO(data), view))
+    except LakesinkError:
+        raise
+    except (ValueError, LookupError, EOFError) as e:  # json/avro/parquet decoders raise these
+        raise _corrupt(store, key, fmt, e) from e
+    _check_count(store, key, len(values), obj)
+    return values
+
+
+def iter_objects(rows: Iterable[Any]) -> Iterator[ArchivedObject]:
+    """Object rows in (topic, partition, first offset) order; advance/skipped rows are dropped."""
+    objs = [ArchivedObject.from_row(r) for r in rows if row_getter(r)("kind") == "object"]
+    yield from sorted(objs, key=lambda o: (o.topic, o.kafka_partition, o.first_offset))
+
+
+# --------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Which records to take: offsets in ``[from_offset, to_offset]`` and timestamps in ``[from_ts, to_ts]``
+    (epoch ms; None = unbounded). With a time bound, records without a timestamp are left out."""
+
+    from_offset: int | None = None
+    to_offset: int | None = None
+    from_ts: int | None = None
+    to_ts: int | None = None
+
+    @property
+    def by_time(self) -> bool:
+        return self.from_ts is not None or self.to_ts is not None
+
+    def admits(self, offset: int | None, ts: int | None) -> bool:
+        """Whether one record is inside the cut."""
+        if offset is not None and ((self.from_offset is not None and offset < self.from_offset)
+                                   or (self.to_offset is not None and offset > self.to_offset)):
+            return False
+        if self.by_time:
+            if ts is None:
+                return False
+            if (self.from_ts is not None and ts < self.from_ts) or (self.to_ts is not None and ts > self.to_ts):
+                return False
+        return True
+
+    def object_overlap(self, obj: ArchivedObject) -> bool | None:
+        """From the manifest row alone: False if no record of ``obj`` can be in the cut, True if every record
+        is, None if the cut may fall inside the object."""
+        lo, hi = obj.first_offset, obj.last_offset
+        if (self.from_offset is not None and hi < self.from_offset) or (self.to_offset is not None and lo > self.to_offset):
+            return False
+        inside = (self.from_offset is None or lo >= self.from_offset) and (self.to_offset is None or hi <= self.to_offset)
+        if self.by_time:
+            tmin, tmax = obj.min_timestamp_ms, obj.max_timestamp_ms
+            if tmin is None or tmax is None:
+                return None
+            if (self.from_ts is not None and tmax < self.from_ts) or (self.to_ts is not None and tmin > self.to_ts):
+                return False
+            inside = inside and (self.from_ts is None or tmin >= self.from_ts) and (self.to_ts is None or tmax <= self.to_ts)
+        return True if inside else None
+
+
+NO_CUT = Cut()
+
+
+class RestoredRecord(NamedTuple):
+    """One archived Kafka record as bytes (``timestamp_type``: CreateTime / LogAppendTime / NoTimestampType,
+    None when the object has no metadata side file)."""
+
+    topic: str
+    partition: int
+    offset: int | None
+    timestamp: int | None
+    timestamp_type: str | None
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def record_bytes_rules() -> dict[str, str]:
+    """Per value format, what :func:`read_records` returns as the value bytes (for docs and CLIs)."""
+    return {"bytearray": "the value bytes, exactly", "json": "the archived line (UTF-8)",
+            "blockgzip": "the archived line (UTF-8)",
+            "avro": "Avro binary of the writer schema; Confluent wire format when the row has a schema_id",
+            "parquet": "the row as Avro binary of the file's Avro schema; wire format when the row has a schema_id"}
+
+
+def _wire(obj: ArchivedObject) -> bytes:
+    return b"" if obj.schema_id is None else b"\x00" + int(obj.schema_id).to_bytes(4, "big")
+
+
+def _avro_values(data: bytes, obj: ArchivedObject) -> list[bytes]:
+    """The datums of an Avro container file as they are stored (sliced, not re-encoded)."""
+    import fastavro
+
+    from lakesink.schemas.avro import raw_parsed_schema
+
+    blocks = fastavro.block_reader(io.BytesIO(data))
+    writer_schema = blocks.writer_schema
+    schema = raw_parsed_schema(writer_schema)
+    reader = fastavro.schemaless_reader
+    out: list[bytes] = []
+    if writer_schema in ("bytes", "string"):  # schemaless values (bytes / string decoder): their own bytes
+        for block in blocks:
+            buf = block.bytes_
+            for _ in range(block.num_records):
+                v = reader(buf, schema, None)
+                out.append(v.encode("utf-8") if isinstance(v, str) else bytes(v))
+        return out
+    prefix = _wire(obj)
+    for block in blocks:
+        buf = block.bytes_
+        raw = buf.getbuffer()
+        for _ in range(block.num_records):
+            start = buf.tell()
+            reader(buf, schema, None)
+            out.append(prefix + bytes(raw[start:buf.tell()]))
+        del raw
+    return out
+
+
+def _map_fixer(schema: Any):
+    """A converter turning Arrow's maps (lists of (key, value) pairs) back into dicts inside values of
+    ``schema``, or None when the schema has no map."""
+    def compile_(s: Any):
+        if isinstance(s, list):
+            convs = [compile_(b) for b in s if b != "null"]
+            c = next((c for c in convs if c is not None), None)
+            return None if c is None else (lambda v, c=c: v if v is None else c(v))
+        if isinstance(s, str):
+            return None
+        t = s.get("type")
+        if isinstance(t, (dict, list)):
+            return compile_(t)
+        if t == "record":
+            convs = [(f["name"], compile_(f["type"])) for f in s["fields"]]
+            convs = [(n, c) for n, c in convs if c is not None]
+            if not convs:
+                return None
+
+            def rec(v, convs=convs):
+                if v is None:
+                    return v
+                for n, c in convs:
+                    if n in v:
+                        v[n] = c(v[n])
+                return v
+            return rec
+        if t == "array":
+            c = compile_(s["items"])
+            return None if c is None else (lambda v, c=c: v if v is None else [c(x) for x in v])
+        if t == "map":
+            c = compile_(s["values"])
+
+            def mp(v, c=c):
+                if v is None:
+                    return v
+                pairs = v.items() if isinstance(v, dict) else v
+                return {k: (x if c is None else c(x)) for k, x in pairs}
+            return mp
+        return None
+
+    from fastavro.schema import expand_schema
+
+    return compile_(expand_schema(schema))
+
+
+def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
+    """Each row re-encoded as Avro binary with the file's ``parquet.avro.schema``."""
+    import fastavro
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(io.BytesIO(data)).schema_arrow.metadata or {}
+    text = meta.get(b"parquet.avro.schema")
+    if text is None:
+        raise CorruptObjectError(f"{obj.object_key}: the Parquet file has no parquet.avro.schema footer")
+    avro = json.loads(text)
+    parsed = fastavro.parse_schema(avro)  # with logical types: the reader returns Decimals for decimals
+    fix = _map_fixer(avro)
+    write = fastavro.schemaless_writer
+    prefix = _wire(obj)
+    out: list[bytes] = []
+    buf = io.BytesIO()
+    for row in fmt.read(io.BytesIO(data), RecordView.VALUE):
+        if fix is not None:
+            row = fix(row)
+        buf.seek(0)
+        buf.truncate()
+        write(buf, parsed, row)
+        out.append(prefix + buf.getvalue())
+    return out
+
+
+def _values(fmt, data: bytes, obj: ArchivedObject, value_decoder: str | None) -> list[bytes]:
+    name = getattr(fmt, "name", None)
+    if name == "bytearray":
+        return [bytes(v) for v in fmt.read(io.BytesIO(data))]
+    if name == "json":
+        lines = list(fmt.read_lines(io.BytesIO(data)))
+        if value_decoder == "string":  # a string value was archived as a JSON string
+            return [json.loads(x).encode("utf-8") if x[:1] == b'"' else x for x in lines]
+        return lines
+    if name == "blockgzip":
+        return [line.encode("utf-8") for line in fmt.read(io.BytesIO(data))]
+    if name == "avro":
+        return _avro_values(data, obj)
+    if name == "parquet":
+        return _parquet_values(fmt, data, obj)
+    raise InvalidArgumentError(f"{obj.object_key}: no record-bytes rule for format {name!r}")
+
+
+def _key_bytes(v: Any, key_decoder: str, keys_format: str) -> bytes | None:
+    from lakesink.objects.formats.json import compact_json
+
+    if v is None:
+        return None
+    if key_decoder == "json":
+        return compact_json(v).encode("utf-8")
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, str):
+        if keys_format == "json" and key_decoder == "bytes":  # JSON files hold bytes as base64 (JsonConverter)
+            import base64
+
+            return base64.b64decode(v)
+        return v.encode("utf-8")
+    return compact_json(v).encode("utf-8")
+
+
+def _read_view(store, fmt, obj: ArchivedObject, view: RecordView) -> list[Any]:
+    key, data = _read_bytes(store, obj, view)
+    try:
+        values = list(fmt.read(io.BytesIO(data), view))
+    except LakesinkError:
+        raise
+    except (ValueError, LookupError, EOFError, TypeError) as e:
+        raise _corrupt(store, key, fmt, e) from e
+    _check_count(store, key, len(values), obj)
+    return values
+
+
+def read_metadata(store, obj: ArchivedObject):
+    """The object's record metadata (offsets, timestamps, timestamp type ids), checked against the row:
+    ``record_count`` records, the first and last offsets, strictly ascending. None without a side file."""
+    import numpy as np
+
+    from lakesink.objects.formats.metadata import MetadataFormat
+
+    if obj.side("metadata") is None:
+        return None
+    key, data = _read_bytes(store, obj, RecordView.METADATA)
+    md = MetadataFormat().read_columns(io.BytesIO(data))
+    _check_count(store, key, len(md), obj)
+    offs = md.offsets
+    if offs and (offs[0] != obj.first_offset or offs[-1] != obj.last_offset
+                 or (len(offs) > 1 and not bool(np.all(np.diff(np.asarray(offs, dtype=np.int64)) > 0)))):
+        raise CorruptObjectError(f"{store.uri(key)}: offsets {offs[0]}..{offs[-1]} (ascending: no) disagree with the "
+                                 f"manifest's {obj.first_offset}..{obj.last_offset}")
+    return md
+
+
+def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
+                 key_decoder: str = "bytes", value_decoder: str | None = None,
+                 offsets: str = "fail") -> list[RestoredRecord]:
+    """The Kafka records of one committed object, in file (= offset) order, inside ``cut``.
+
+    ``fmt``: the value format the object was written with; ``keys_format`` / ``headers_format``: the formats
+    of its ``.keys`` / ``.headers`` side files (read when given and recorded in the row; else keys are null
+    and headers empty). ``key_decoder`` / ``value_decoder``: the sink's decoders (see the module docstring
+    for how they shape the bytes). ``offsets``: ``fail`` (default) or ``null``, for an object with neither
+    a metadata side file nor contiguous offsets. Every object read is verified against its manifest ETag
+    and record count."""
+    from lakesink.objects.formats.metadata import timestamp_type_name
+
+    if offsets not in ("fail", "null"):
+        raise InvalidArgumentError(f"offsets must be 'fail' or 'null', not {offsets!r}")
+    overlap = cut.object_overlap(obj)
+    if overlap is False:
+        return []
+    md = read_metadata(store, obj)
+    n = obj.record_count
+    if md is not None:
+        offs: list[int | None] = md.offsets
+        tss: list[int | None] = md.timestamps
+        types: list[str | None] = [timestamp_type_name(t) for t in md.timestamp_types]
+    else:
+        offset_inside = ((cut.from_offset is None or obj.first_offset >= cut.from_offset)
+                         and (cut.to_offset is None or obj.last_offset <= cut.to_offset))
+        if obj.contiguous:
+            offs = list(range(obj.first_offset, obj.last_offset + 1))
+        elif offsets == "null" and offset_inside:  # no offset bound falls inside the object: nulls are enough
+            offs = [None] * n
+        else:
+            raise MissingRecordMetadataError(
+                f"{store.uri(obj.object_key)}: no record-metadata side file and its offsets are not contiguous "
+                f"({n} records in {obj.first_offset}..{obj.last_offset}): each record's offset is unknown")
+        if cut.by_time and overlap is None:
+            raise MissingRecordMetadataError(
+                f"{store.uri(obj.object_key)}: no record-metadata side file, so its records' timestamps are unknown, "
+                f"and the time cut [{cut.from_ts}, {cut.to_ts}] may fall inside it (manifest timestamps "
+                f"{obj.min_timestamp_ms}..{obj.max_timestamp_ms})")
+        tss, types = [None] * n, [None] * n
+    key, data = _read_bytes(store, obj, RecordView.VALUE)
+    try:
+        values = _values(fmt, data, obj, value_decoder)
+    except LakesinkError:
+        raise
+    except (ValueError, LookupError, EOFError, TypeError) as e:
+        raise _corrupt(store, key, fmt, e) from e
+    _check_count(store, key, len(values), obj)
+    keys: list[bytes | None] = [None] * n
+    if keys_format is not None and obj.side("keys") is not None:
+        kname = getattr(keys_format, "name", "")
+        keys = [_key_bytes(k, key_decoder, kname) for k in _read_view(store, keys_format, obj, RecordView.KEYS)]
+    headers: list[list[tuple[str, bytes | None]]] = [[] for _ in range(n)]
+    if headers_format is not None and obj.side("headers") is not None:
+        headers = [[(hk, None if hv is None else hv.encode("utf-8")) for hk, hv in hs]
+                   for hs in _read_view(store, headers_format, obj, RecordView.HEADERS)]
+    topic, part = obj.topic, obj.kafka_partition
+    # the manifest's bounds take the whole object, unless a record of a metadata file lacks a timestamp
+    # (outside any time cut); without metadata the bounds are all there is
+    if overlap is True and (md is None or not (cut.by_time and None in tss)):
+        keep = range(n)
+    else:
+        admits = cut.admits
+        keep = [i for i in range(n) if admits(offs[i], tss[i])]
+    return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in keep]

@@ -1,0 +1,240 @@
+"""The restore worker (lakesink.executor.restore) against the real broker, without Spark: objects archived by
+the real writers to a ``file://`` store are restored into a new topic and read back with
+``isolation.level=read_committed``; each record exactly once, in order, with its key, value, headers and
+CreateTime timestamp, also when the restoring process is SIGKILLed mid-transaction or between transactions;
+a second producer with the same transactional.id fences the first; a progress group with members is refused;
+a timestamp the broker would refuse fails with one line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakesink import wiring
+from lakesink.config import SinkConfig
+from lakesink.errors import RestoreFencedError, RestoreGroupActiveError, RestoreTimestampError
+from lakesink.executor.archiver import ArchivedRow, BatchContext
+from lakesink.executor.readback import ArchivedObject
+from lakesink.executor.restore import progress_group, read_progress, restore_partition, transactional_id
+from lakesink.executor.task import archive_partitions, decode_result
+from lakesink.store import open_store
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+N = 40
+SOURCE_PARTITION = 3
+
+
+def expected_records(now_ms: int) -> list[tuple]:
+    """(offset, key, value, headers, timestamp) of the archived records; offsets have a gap (a compacted or
+    transaction-marker range), timestamps are CreateTime, not monotonic, all in the past."""
+    out = []
+    for i in range(N):
+        offset = 100 + i + (5 if i >= 17 else 0)
+        headers = [("h", b"%d" % i), ("h", b"dup"), ("empty", b""), ("null", None)]
+        ts = now_ms - 3_600_000 + 1000 * i - (120_000 if i % 9 == 4 else 0)
+        out.append((offset, b"key-%d" % i, json.dumps({"i": i, "s": "é" * (i % 4)},
+                                                        separators=(",", ":"), ensure_ascii=False).encode(),
+                    headers, ts))
+    return out
+
+
+def archive(tmp_path: Path, records: list[tuple]) -> tuple[SinkConfig, list]:
+    """Archive ``records`` (one source partition) with the sink's executor code; (config, manifest rows)."""
+    cfg = SinkConfig.from_dict({
+        "name": "src", "topics": "src", "format.class": "json", "flush.size": "6", "s3.bucket.name": "bkt",
+        "store.url": f"file://{tmp_path}/store", "manifest.location": str(tmp_path / "m"),
+        "kafka.bootstrap.servers": "localhost:9", "store.kafka.keys": "true", "store.kafka.headers": "true"})
+    m = len(records)
+    batch = pa.RecordBatch.from_pydict({
+        "value": pa.array([r[2] for r in records], pa.binary()),
+        "partition": pa.array([SOURCE_PARTITION] * m, pa.int32()),
+        "offset": pa.array([r[0] for r in records], pa.int64()),
+        "ts": pa.array([r[4] for r in records], pa.int64()),
+        "key": pa.array([r[1] for r in records], pa.binary()),
+        "headers": pa.array([[{"key": k, "value": v} for k, v in r[3]] for r in records], HEADERS),
+        "ts_type": pa.array([0] * m, pa.int32()),
+    })
+    ctx = BatchContext(job="src", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
+    out = list(archive_partitions(iter([batch]), cfg, ctx, {("src", SOURCE_PARTITION): (records[0][0],
+                                                                                          records[-1][0] + 1)}))
+    rows = [d.row for d in map(decode_result, out[0].column("row").to_pylist())
+            if isinstance(d, ArchivedRow) and d.row.kind == "object"]
+    assert sum(r.record_count for r in rows) == m and all(any(s.view == "metadata" for s in r.side_files) for r in rows)
+    return cfg, rows
+
+
+def create_topic(kafka, partitions: int = 1) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"restored-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_committed") -> list[tuple]:
+    """Every record of ``topic``-``partition`` visible at ``isolation``: (key, value, headers, timestamp, type)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
+                  "auto.offset.reset": "earliest"})
+    out = []
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise AssertionError(m.error().str())
+            out.append((m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])], m.timestamp()[1],
+                        m.timestamp()[0]))
+        raise AssertionError("no end of partition within 60 s")
+    finally:
+        c.close()
+
+
+def wanted(records: list[tuple]) -> list[tuple]:
+    from confluent_kafka import TIMESTAMP_CREATE_TIME
+
+    return [(k, v, h, ts, TIMESTAMP_CREATE_TIME) for _o, k, v, h, ts in records]
+
+
+def restore(kafka, cfg, rows, name, topic, **kw):
+    return restore_partition(
+        name, topic, 0, [ArchivedObject.from_row(r) for r in rows], open_store(wiring.store_settings(cfg)),
+        wiring.value_format(cfg), {"bootstrap.servers": kafka.bootstrap_servers},
+        keys_format=wiring.keys_format(cfg), headers_format=wiring.headers_format(cfg), **kw)
+
+
+def admin(kafka):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+
+
+def test_restore_exactly_once_in_order_and_rerun_produces_nothing(kafka, tmp_path):
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    res = restore(kafka, cfg, rows, name, topic, records_per_txn=7)
+    assert res.produced == N and res.resumed_from is None and res.next_offset == records[-1][0] + 1
+    assert res.transactions == 6  # 40 records, 7 per transaction
+    assert consume(kafka, topic) == wanted(records)
+    progress, meta = read_progress(admin(kafka), progress_group(name), topic, 0)
+    assert progress == records[-1][0] + 1 and meta == f"lakesink-restore source=src-{SOURCE_PARTITION}"
+    again = restore(kafka, cfg, rows, name, topic, records_per_txn=7)
+    assert (again.produced, again.transactions, again.resumed_from) == (0, 0, records[-1][0] + 1)
+    assert consume(kafka, topic) == wanted(records)
+
+
+def test_restore_a_cut(kafka, tmp_path):
+    from lakesink.executor.readback import Cut
+
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    lo, hi = records[5][0], records[30][0]
+    ts_lo = records[10][4]
+    res = restore(kafka, cfg, rows, name, topic, cut=Cut(from_offset=lo, to_offset=hi, from_ts=ts_lo))
+    want = [r for r in records if lo <= r[0] <= hi and r[4] >= ts_lo]
+    assert res.produced == len(want) and res.next_offset == hi + 1
+    assert consume(kafka, topic) == wanted(want)
+
+
+def run_job(kafka, tmp_path, cfg, rows, name, topic, fault: str) -> subprocess.CompletedProcess:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"config": cfg.as_dict(redact=False), "rows": [r.to_json() for r in rows],
+                                "name": name, "topic": topic, "partition": 0, "records_per_txn": 6,
+                                "producer": {"bootstrap.servers": kafka.bootstrap_servers}}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
+    return subprocess.run([sys.executable, str(HERE / "restore_job.py"), str(spec), fault], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("fault", ["mid:1", "mid:3", "between:1", "between:4"])
+def test_sigkill_then_rerun_gives_no_duplicate_and_no_gap(kafka, tmp_path, fault):
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    killed = run_job(kafka, tmp_path, cfg, rows, name, topic, fault)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    committed = 6 * (int(fault.split(":")[1]) - (1 if fault.startswith("mid") else 0))
+    assert consume(kafka, topic) == wanted(records[:committed])
+    if fault.startswith("mid"):  # the killed transaction's records are in the log, never visible as committed
+        assert len(consume(kafka, topic, isolation="read_uncommitted")) == committed + 2
+    done = run_job(kafka, tmp_path, cfg, rows, name, topic, "none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["produced"] == N - committed
+    assert result["resumed_from"] == (records[committed][0] if committed else None)
+    assert consume(kafka, topic) == wanted(records)
+
+
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(kafka, tmp_path):
+    from confluent_kafka import Producer
+
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    zombie_killer = {}
+
+    def on_event(point, info):
+        if point == "produced" and info["offset"] == records[9][0] and not zombie_killer:
+            p = Producer({"bootstrap.servers": kafka.bootstrap_servers,
+                          "transactional.id": transactional_id(name, topic, 0)})
+            p.init_transactions(30)  # bumps the epoch: the running worker is now a zombie
+            zombie_killer["p"] = p
+
+    with pytest.raises(RestoreFencedError, match="fenced"):
+        restore(kafka, cfg, rows, name, topic, records_per_txn=6, on_event=on_event)
+    assert consume(kafka, topic) == wanted(records[:6])  # the first transaction committed, the second did not
+    res = restore(kafka, cfg, rows, name, topic, records_per_txn=6)
+    assert res.resumed_from == records[6][0] and res.produced == N - 6
+    assert consume(kafka, topic) == wanted(records)
+
+
+def test_refuses_while_the_progress_group_has_members(kafka, tmp_path):
+    from confluent_kafka import Consumer
+
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    member = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": progress_group(name),
+                       "enable.auto.commit": False})
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.5)
+        assert member.assignment()
+        with pytest.raises(RestoreGroupActiveError, match="member"):
+            restore(kafka, cfg, rows, name, topic)
+    finally:
+        member.close()
+    assert consume(kafka, topic) == []
+
+
+def test_a_timestamp_too_far_in_the_future_fails_with_one_line(kafka, tmp_path):
+    now = int(time.time() * 1000)
+    records = expected_records(now)
+    records[20] = records[20][:4] + (now + 2 * 3_600_000,)
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(RestoreTimestampError, match=rf"src-3@{records[20][0]} has timestamp .* in the future") as e:
+        restore(kafka, cfg, rows, name, topic, records_per_txn=6)
+    assert "\n" not in str(e.value)
+    assert consume(kafka, topic) == wanted(records[:18])  # three whole transactions
