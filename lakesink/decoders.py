@@ -8,17 +8,25 @@
   Jackson does. Option ``envelope=True`` unwraps a ``{"schema":..,"payload":..}`` envelope
   (the Connect schema in it is ignored: no ValueSchema).
 * ``avro``   — Confluent wire format (magic 0, 4-byte big-endian schema id, Avro binary) with schemas
-  from ``schema_registry_url`` (or an injected ``registry_client``), or a fixed ``schema`` (JSON
-  text, dict, or .avsc path) either for bare Avro binary (``wire_format=False``) or for wire-format
-  bytes whose id is then NOT checked (ValueSchema without id/subject/version).
+  from a Schema Registry (``registry``: :class:`lakesink.schemas.registry.RegistrySettings`, or
+  ``schema_registry_url`` + ``registry_config``, or an injected confluent-kafka ``registry_client``), or a
+  fixed ``schema`` (JSON text, dict, or .avsc path) either for bare Avro binary (``wire_format=False``) or
+  for wire-format bytes whose id is then NOT checked (ValueSchema without id/subject/version).
+* ``json_schema`` — Confluent wire-format JSON Schema values (JsonSchemaConverter / JSONSerializer: magic
+  0, 4-byte schema id, JSON text): the id must name a JSON schema in the registry; the value is the JSON
+  text parsed as the ``json`` decoder parses it and carries no ValueSchema (archived like schemaless JSON).
+  ``validate=True`` also checks each value against its schema (needs the ``jsonschema`` package; off by
+  default: it costs far more than the parse).
 
 Avro values are *raw* (no logical-type conversion; see :mod:`lakesink.schemas.avro`) and unions decode
 to the bare branch value. A payload with trailing bytes is rejected: the Avro format's fast path
 copies payloads into container blocks verbatim, so they must be exactly one datum.
-Registry lookups are cached per schema id; subject/version come from ``lookup_schema`` under the
-subject of ``subject_name_strategy`` (topic | record | topic_record, or a fixed ``subject``).
-A registry that cannot be reached raises LakesinkError (the batch fails) — only problems of the
-record itself (bad magic byte, unknown id, truncated payload) are DecodeErrors.
+Registry calls go through :mod:`lakesink.schemas.registry` (one call per schema id per process, cached);
+an Avro value's subject is the one ``subject_name_strategy`` names (topic | record | topic_record, or a
+fixed ``subject``) and its version that subject's version of the id (None when the id is not registered
+under it). A registry that cannot be reached, or refuses the credentials, raises RegistryError (the
+batch fails) — only problems of the record itself (bad magic byte, unknown id, truncated payload) are
+DecodeErrors.
 """
 from __future__ import annotations
 
@@ -29,9 +37,11 @@ from typing import Any, Callable, Sequence
 import fastavro
 
 from lakesink import registry
-from lakesink.errors import DecodeError, InvalidArgumentError, LakesinkError, SchemaError
+from lakesink.errors import DecodeError, InvalidArgumentError, SchemaError, SchemaNotFoundError
 from lakesink.objects.records import ValueSchema
 from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
+from lakesink.schemas.registry import (STRATEGIES, RegisteredSchema, RegistryClient, RegistrySettings,
+                                       canonical_strategy, shared_client, subject_name)
 
 Decoded = tuple[Any, "ValueSchema | None"]
 
@@ -146,22 +156,59 @@ class JsonDecoder(Decoder):
 # ---------------------------------------------------------------------------------------------
 # Avro
 
-_REGISTRY_CLIENTS: dict[tuple, Any] = {}
+#: Subject name strategies (also Confluent's class names, see :func:`lakesink.schemas.registry.canonical_strategy`).
+SUBJECT_STRATEGIES = STRATEGIES
 
 
-def shared_registry_client(url: str, config: dict | None = None):
-    """A Schema Registry client, one per (url, config) per process. ``mock://`` URLs give
-    confluent-kafka's in-memory mock; sharing it lets tests register schemas our decoder sees."""
-    from confluent_kafka.schema_registry import SchemaRegistryClient
+def registry_for(registry: RegistrySettings | None, schema_registry_url: str | None, registry_config: dict | None,
+                 registry_client: Any, who: str) -> RegistryClient | None:
+    """The decoder's :class:`RegistryClient`: an injected confluent-kafka client (not shared), else the
+    process-wide client of ``registry`` (or of ``schema_registry_url`` + ``registry_config``), else None."""
+    if registry_client is not None:
+        return RegistryClient(registry_client)
+    if registry is None and schema_registry_url:
+        conf = dict(registry_config or {})
+        known = {"basic.auth.user.info": "user_info", "ssl.ca.location": "ssl_ca_location",
+                 "ssl.certificate.location": "ssl_certificate_location", "ssl.key.location": "ssl_key_location",
+                 "ssl.key.password": "ssl_key_password", "timeout": "timeout_s", "max.retries": "max_retries",
+                 "retries.wait.ms": "retries_wait_ms", "retries.max.wait.ms": "retries_max_wait_ms"}
+        kwargs = {known[k]: conf.pop(k) for k in list(conf) if k in known}
+        try:
+            registry = RegistrySettings(schema_registry_url, extra=tuple(sorted(conf.items())), **kwargs)
+        except TypeError as e:
+            raise InvalidArgumentError(f"{who} decoder: registry_config: {e}") from None
+    if registry is None:
+        return None
+    if not isinstance(registry, RegistrySettings):
+        raise InvalidArgumentError(f"{who} decoder: registry must be a RegistrySettings, not {type(registry).__name__}")
+    return shared_client(registry)
 
-    key = (url, tuple(sorted((config or {}).items())))
-    client = _REGISTRY_CLIENTS.get(key)
-    if client is None:
-        client = _REGISTRY_CLIENTS[key] = SchemaRegistryClient.new_client({"url": url, **(config or {})})
-    return client
+
+def check_strategy(name: str, who: str) -> str:
+    """The short name of a subject name strategy, or InvalidArgumentError naming the choices."""
+    short = canonical_strategy(name)
+    if short is None:
+        raise InvalidArgumentError(f"{who} decoder: subject_name_strategy {name!r} not in {list(STRATEGIES)} "
+                                   f"(or io.confluent.kafka.serializers.subject.<X>Strategy)")
+    return short
 
 
-SUBJECT_STRATEGIES = ("topic", "record", "topic_record")
+def wire_schema_id(raw: Any, topic: str, partition: int, offset: int, what: str) -> int:
+    """The schema id of a Confluent wire-format payload (magic byte 0 + 4-byte big-endian id)."""
+    if len(raw) < 5 or raw[0] != 0:
+        why = ("empty value" if not raw else f"bad magic byte {raw[0]}" if raw[0] != 0
+               else "value shorter than 5 bytes")
+        raise DecodeError(topic, partition, offset, f"not Confluent {what} wire format: {why}")
+    return int.from_bytes(raw[1:5], "big")
+
+
+def registered(client: RegistryClient, sid: int, topic: str, partition: int, offset: int) -> RegisteredSchema:
+    """``client.schema(sid)``; an id the registry does not know is the record's DecodeError."""
+    try:
+        return client.schema(sid)
+    except SchemaNotFoundError:
+        raise DecodeError(topic, partition, offset,
+                          f"unknown schema id {sid} (not in the Schema Registry at {client.shown_url})") from None
 
 
 class AvroDecoder(Decoder):
@@ -171,15 +218,16 @@ class AvroDecoder(Decoder):
 
     def __init__(self, schema_registry_url: str | None = None, registry_client: Any = None,
                  registry_config: dict | None = None, schema: Any = None, wire_format: bool = True,
-                 subject_name_strategy: str = "topic", subject: str | None = None, is_key: bool = False):
-        if schema is None and registry_client is None and not schema_registry_url:
-            raise InvalidArgumentError("avro decoder needs schema_registry_url (or registry_client) or a fixed schema")
+                 subject_name_strategy: str = "topic", subject: str | None = None, is_key: bool = False,
+                 registry: RegistrySettings | None = None):
+        if schema is None and registry_client is None and not schema_registry_url and registry is None:
+            raise InvalidArgumentError("avro decoder needs a Schema Registry (registry / schema_registry_url / "
+                                       "registry_client) or a fixed schema")
         if not wire_format and schema is None:
             raise InvalidArgumentError("wire_format=False needs a fixed schema")
-        if subject_name_strategy not in SUBJECT_STRATEGIES:
-            raise InvalidArgumentError(f"subject_name_strategy {subject_name_strategy!r} not in {list(SUBJECT_STRATEGIES)}")
         self.wire_format = wire_format
-        self.subject_name_strategy, self.subject, self.is_key = subject_name_strategy, subject, is_key
+        self.subject_name_strategy = check_strategy(subject_name_strategy, "avro")
+        self.subject, self.is_key = subject, is_key
         self._fixed: tuple[ValueSchema, Any] | None = None
         if schema is not None:
             try:
@@ -188,9 +236,8 @@ class AvroDecoder(Decoder):
                 raise InvalidArgumentError(str(e)) from None
             vs = value_schema(avro)
             self._fixed = (vs, raw_reader_schema(vs))
-        self._client = registry_client
-        if self._client is None and schema_registry_url and schema is None:
-            self._client = shared_registry_client(schema_registry_url, registry_config)
+        self._registry = None if schema is not None else registry_for(
+            registry, schema_registry_url, registry_config, registry_client, "avro")
         self._by_id: dict[tuple[int, str], tuple[ValueSchema, Any]] = {}
         self._read: Callable = fastavro.schemaless_reader
 
@@ -204,40 +251,24 @@ class AvroDecoder(Decoder):
     def _subject_for(self, topic: str, avro: Any) -> str:
         if self.subject:
             return self.subject
-        suffix = "key" if self.is_key else "value"
         name = avro.get("name") if isinstance(avro, dict) else None
         if isinstance(avro, dict) and name and "." not in name and avro.get("namespace"):
             name = f"{avro['namespace']}.{name}"
-        if self.subject_name_strategy == "record" and name:
-            return name
-        if self.subject_name_strategy == "topic_record" and name:
-            return f"{topic}-{name}"
-        return f"{topic}-{suffix}"
+        return subject_name(self.subject_name_strategy, topic, name, self.is_key)
 
     def _lookup(self, sid: int, topic: str, partition: int, offset: int) -> tuple[ValueSchema, Any]:
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-
-        try:
-            schema = self._client.get_schema(sid)
-        except SchemaRegistryError as e:
-            if getattr(e, "http_status_code", None) == 404:
-                raise DecodeError(topic, partition, offset, f"unknown schema id {sid}") from None
-            raise LakesinkError(f"schema registry error fetching id {sid}: {e}") from None
-        except Exception as e:  # connection refused, timeouts: not the record's fault
-            raise LakesinkError(f"schema registry unreachable fetching id {sid}: {type(e).__name__}: {e}") from None
-        if (schema.schema_type or "AVRO").upper() != "AVRO":
-            raise DecodeError(topic, partition, offset, f"schema id {sid} is {schema.schema_type}, not AVRO")
-        if schema.references:
+        reg = registered(self._registry, sid, topic, partition, offset)
+        if reg.schema_type != "AVRO":
+            raise DecodeError(topic, partition, offset, f"schema id {sid} is {reg.schema_type}, not AVRO")
+        if reg.references:
             raise DecodeError(topic, partition, offset, f"schema id {sid} uses schema references (unsupported)")
         try:
-            avro = parse_schema(schema.schema_str)
+            avro = parse_schema(reg.text)
         except SchemaError as e:
             raise DecodeError(topic, partition, offset, f"schema id {sid}: {e}") from None
-        subject, version = self._subject_for(topic, avro), None
-        try:
-            registered = self._client.lookup_schema(subject, schema)
-            version = registered.version
-        except Exception:  # not under that subject (other naming strategy): identity without version
+        subject = self._subject_for(topic, avro)
+        version = self._registry.subject_version(sid, subject)
+        if version is None:  # not under the subject the strategy names: identity without version
             subject = None
         vs = value_schema(avro, subject=subject, id=sid, version=version)
         entry = self._by_id[(sid, topic)] = (vs, raw_reader_schema(vs))
@@ -249,14 +280,10 @@ class AvroDecoder(Decoder):
         if raw is None:
             return None, None
         if self.wire_format:
-            if len(raw) < 5 or raw[0] != 0:
-                what = ("empty value" if not raw else f"bad magic byte {raw[0]}" if raw[0] != 0
-                        else "value shorter than 5 bytes")
-                raise DecodeError(topic, partition, offset, f"not Confluent Avro wire format: {what}")
+            sid = wire_schema_id(raw, topic, partition, offset, "Avro")
             if self._fixed is not None:
                 vs, parsed = self._fixed
             else:
-                sid = int.from_bytes(raw[1:5], "big")
                 entry = self._by_id.get((sid, topic))
                 vs, parsed = entry if entry is not None else self._lookup(sid, topic, partition, offset)
             start = 5
@@ -310,13 +337,82 @@ class AvroDecoder(Decoder):
         return out + super().decode_many(raws[i:], topic, partition, offsets[i:], errors)
 
 
+# ---------------------------------------------------------------------------------------------
+# JSON Schema (Confluent wire format)
+
+class JsonSchemaDecoder(Decoder):
+    """Confluent wire-format JSON Schema values (magic 0, schema id, JSON text). The id is resolved once
+    per process and must name a JSON schema; the value is parsed like the ``json`` decoder does (NaN and
+    Infinity rejected) and carries no ValueSchema. ``validate=True`` checks each value against its schema
+    with ``jsonschema`` (schemas with references cannot be validated and are refused)."""
+
+    name = "json_schema"
+
+    def __init__(self, registry: RegistrySettings | None = None, schema_registry_url: str | None = None,
+                 registry_config: dict | None = None, registry_client: Any = None, validate: bool = False,
+                 subject_name_strategy: str = "topic", subject: str | None = None, is_key: bool = False):
+        self._registry = registry_for(registry, schema_registry_url, registry_config, registry_client, "json_schema")
+        if self._registry is None:
+            raise InvalidArgumentError("json_schema decoder needs a Schema Registry "
+                                       "(registry / schema_registry_url / registry_client)")
+        # the subject is not needed to decode (the id names the schema); kept for symmetry with avro
+        self.subject_name_strategy = check_strategy(subject_name_strategy, "json_schema")
+        self.subject, self.is_key = subject, is_key
+        self.validate = bool(validate)
+        if self.validate:
+            try:
+                import jsonschema  # noqa: F401
+            except ImportError:
+                raise InvalidArgumentError("json_schema decoder: validate=True needs the jsonschema package "
+                                           "(pip install jsonschema)") from None
+        self._json = JsonDecoder()
+        self._checked: dict[int, Any] = {}  # id -> validator (or True when not validating)
+
+    def _schema_ok(self, sid: int, topic: str, partition: int, offset: int) -> Any:
+        reg = registered(self._registry, sid, topic, partition, offset)
+        if reg.schema_type != "JSON":
+            raise DecodeError(topic, partition, offset, f"schema id {sid} is {reg.schema_type}, not JSON")
+        check: Any = True
+        if self.validate:
+            if reg.references:
+                raise DecodeError(topic, partition, offset,
+                                  f"schema id {sid} uses schema references (validation unsupported)")
+            import jsonschema
+
+            try:
+                doc = json.loads(reg.text)
+                cls = jsonschema.validators.validator_for(doc)
+                cls.check_schema(doc)
+                check = cls(doc)
+            except (ValueError, jsonschema.SchemaError) as e:
+                raise DecodeError(topic, partition, offset,
+                                  f"schema id {sid} is not a valid JSON schema: {str(e).splitlines()[0]}") from None
+        self._checked[sid] = check
+        return check
+
+    def decode(self, raw, topic, partition, offset):
+        if raw is None:
+            return None, None
+        raw = bytes(raw)
+        sid = wire_schema_id(raw, topic, partition, offset, "JSON Schema")
+        check = self._checked.get(sid) or self._schema_ok(sid, topic, partition, offset)
+        value, _ = self._json.decode(raw[5:], topic, partition, offset)
+        if check is not True:
+            err = next(iter(check.iter_errors(value)), None)
+            if err is not None:
+                where = "/".join(str(p) for p in err.absolute_path) or "(root)"
+                raise DecodeError(topic, partition, offset,
+                                  f"value does not match JSON schema id {sid} at {where}: {err.message[:200]}")
+        return value, None
+
+
 #: The registered decoder names; the classes and the alias table (Connect converter class names,
 #: ``bytearray``) live in :mod:`lakesink.registry`.
 DECODER_NAMES: tuple[str, ...] = registry.names("decoder")
 
 
 def create_decoder(name: str, **options) -> Decoder:
-    """Build a decoder by name (bytes|string|json|avro, or a Connect converter class name).
+    """Build a decoder by name (bytes|string|json|avro|json_schema, or a Connect converter class name).
     Raises ValueError for unknown names/options."""
     cls = registry.load("decoder", name)  # ValueError: unknown decoder ...
     key = registry.canonical("decoder", name)

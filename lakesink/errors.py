@@ -87,6 +87,24 @@ class SchemaError(LakesinkError):
     """An Avro schema that cannot be parsed or mapped."""
 
 
+class RegistryError(LakesinkError):
+    """The Schema Registry cannot be reached or answered an error (after bounded retries); the message names
+    the (credential-free) URL and the schema id. Not a record's fault: the batch fails and commits nothing."""
+
+
+class RegistryAuthError(RegistryError):
+    """The Schema Registry refused the configured credentials (HTTP 401/403); the secret is never shown."""
+
+
+class SchemaNotFoundError(RegistryError):
+    """The Schema Registry has no schema with this id (error 40403); decoders turn it into a DecodeError
+    naming the record."""
+
+    def __init__(self, schema_id: int, message: str):
+        self.schema_id = schema_id
+        super().__init__(message)
+
+
 class EmptyFileError(LakesinkError):
     """close() on a writer that saw no record and cannot build a valid file without one
     (Avro/Parquet take their schema from the first record)."""

@@ -33,6 +33,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "json": "lakesink.decoders.JsonDecoder",
         "bytes": "lakesink.decoders.BytesDecoder",
         "string": "lakesink.decoders.StringDecoder",
+        "json_schema": "lakesink.decoders.JsonSchemaDecoder",
     },
     "partitioner": {
         "default": "lakesink.objects.partitioners.DefaultPartitioner",
@@ -65,7 +66,9 @@ ALIASES: dict[str, dict[str, str]] = {
         "org.apache.kafka.connect.storage.StringConverter": "string",
         "org.apache.kafka.connect.json.JsonConverter": "json",
         "io.confluent.connect.avro.AvroConverter": "avro",
+        "io.confluent.connect.json.JsonSchemaConverter": "json_schema",
         "bytearray": "bytes",
+        "jsonschema": "json_schema",
     },
     "partitioner": {
         _PART + "DefaultPartitioner": "default",

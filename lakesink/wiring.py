@@ -19,11 +19,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.objects.naming import KeyExtensions, NamingSettings
     from lakesink.objects.partitioners import Partitioner, PartitionerSettings
     from lakesink.objects.rotation import RotationPolicy
+    from lakesink.schemas.registry import RegistrySettings
     from lakesink.spark import S3Settings
     from lakesink.store import StoreSettings
 
 __all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec", "value_format",
-           "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema", "decoder_spec",
+           "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema", "registry_settings", "decoder_spec",
            "value_decoder_instance", "key_decoder_instance", "store_settings", "s3_settings"]
 
 
@@ -151,23 +152,47 @@ def load_value_schema(cfg: "SinkConfig") -> Any:
     return json.loads(text)
 
 
+def registry_settings(cfg: "SinkConfig") -> "RegistrySettings | None":
+    """The Schema Registry client settings of the config (None without ``schema.registry.url``): the url
+    (its user info only with ``basic.auth.credentials.source=URL``), ``basic.auth.user.info``, the PEM TLS
+    files and the pass-through client options (timeout, retries, proxy, bearer.auth.*)."""
+    from lakesink.schemas.registry import RegistrySettings
+
+    reg = cfg.registry
+    if not reg.url:
+        return None
+    opts = {k: (v.reveal() if hasattr(v, "reveal") else v) for k, v in reg.client_options}
+    kwargs: dict[str, Any] = {}
+    for key, attr in (("timeout", "timeout_s"), ("max.retries", "max_retries"), ("retries.wait.ms", "retries_wait_ms"),
+                      ("retries.max.wait.ms", "retries_max_wait_ms")):
+        if key in opts:
+            kwargs[attr] = opts.pop(key)
+    return RegistrySettings(
+        url=reg.url, user_info=_reveal(reg.user_info) if reg.credentials_source == "USER_INFO" else None,
+        ssl_ca_location=reg.ssl_ca_location, ssl_certificate_location=reg.ssl_certificate_location,
+        ssl_key_location=reg.ssl_key_location, ssl_key_password=_reveal(reg.ssl_key_password),
+        extra=tuple(sorted(opts.items())), **kwargs)
+
+
 def decoder_spec(cfg: "SinkConfig", which: str = "value") -> tuple[str, dict[str, Any]]:
     """``(decoder name, options)`` for ``lakesink.decoders.create_decoder``.
 
-    Avro: ``schema_registry_url`` + ``registry_config`` (the ``schema.registry.*`` keys, prefix
-    kept off); for values, a ``value.schema`` becomes a fixed ``schema`` for bare Avro binary
+    Avro / JSON Schema: ``registry`` (:func:`registry_settings`) and the side's subject name strategy;
+    for Avro values, a ``value.schema`` becomes a fixed ``schema`` for bare Avro binary
     (``wire_format=False``) unless a registry is configured too.
     """
     name = cfg.value_decoder if which == "value" else cfg.key_decoder
     opts: dict[str, Any] = {}
-    if name == "avro":
-        if cfg.schema_registry_url:
-            opts["schema_registry_url"] = cfg.schema_registry_url
-            if cfg.schema_registry_options:
-                opts["registry_config"] = dict(cfg.schema_registry_options)
-        if which == "value" and cfg.value_schema:
+    if name in ("avro", "json_schema"):
+        settings = registry_settings(cfg)
+        if settings is not None:
+            opts["registry"] = settings
+        strategy = cfg.value_subject_name_strategy if which == "value" else cfg.key_subject_name_strategy
+        if strategy != "topic":
+            opts["subject_name_strategy"] = strategy
+        if name == "avro" and which == "value" and cfg.value_schema:
             opts["schema"] = load_value_schema(cfg)
-            if not cfg.schema_registry_url:
+            if settings is None:
                 opts["wire_format"] = False
         if which == "key":
             opts["is_key"] = True

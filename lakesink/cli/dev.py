@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DESCRIPTION = """up starts a Kafka broker and an S3 endpoint on 127.0.0.1 as a detached background process
-(log in .lakesink/dev-stack.log) and prints how to reach them; status prints them (exit 1 if not running);
+DESCRIPTION = """up starts a Kafka broker, an S3 endpoint and a Schema Registry (Apicurio, Confluent API) on
+127.0.0.1 as a detached background process (log in .lakesink/dev-stack.log) and prints how to reach them; status prints them (exit 1 if not running);
 down stops them. Their pids and ports are kept in .lakesink/dev-stack.json of the current directory
 unless --state-file says otherwise."""
 
@@ -13,7 +13,7 @@ unless --state-file says otherwise."""
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from lakesink.devstack import cli as dev_cli  # here: lakesink.devstack.cli imports lakesink.cli.output
 
-    dev = sub.add_parser("dev", help="run the local stack (Kafka broker + S3 endpoint) in the background",
+    dev = sub.add_parser("dev", help="run the local stack (Kafka broker + S3 endpoint + Schema Registry) in the background",
                          description=DESCRIPTION)
     dev_sub = dev.add_subparsers(dest="dev_command", metavar="ACTION")
     dev.set_defaults(func=lambda args, output: (dev.print_help(), 2)[1])
@@ -22,13 +22,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--state-file", type=Path, default=dev_cli.DEFAULT_STATE,
                        help=f"where the stack's pids/ports are kept (default: {dev_cli.DEFAULT_STATE})")
 
-    up = dev_sub.add_parser("up", help="start the broker and the S3 endpoint in the background")
+    up = dev_sub.add_parser("up", help="start the broker, the S3 endpoint and the Schema Registry in the background")
     common(up)
     up.add_argument("--kafka-port", type=int, default=0, help="broker port (default: a free one)")
     up.add_argument("--s3-port", type=int, default=0, help="S3 endpoint port (default: a free one)")
+    up.add_argument("--registry-port", type=int, default=0, help="Schema Registry port (default: a free one)")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the stack (default 120)")
     up.set_defaults(func=lambda args, output: dev_cli.up(args.state_file, args.kafka_port, args.s3_port,
-                                                         args.timeout))
+                                                         args.timeout, args.registry_port))
 
     down = dev_sub.add_parser("down", help="stop the background stack")
     common(down)

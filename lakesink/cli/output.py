@@ -78,7 +78,7 @@ class DevResult:
     state: dict | None = None   # the stack's state file (pids, ports, endpoint, keys)
     state_file: str | None = None
     log: str | None = None
-    ports_open: dict[str, bool] | None = None  # status only: {"kafka": bool, "s3": bool}
+    ports_open: dict[str, bool] | None = None  # status only: {"kafka": bool, "s3": bool, "registry": bool}
     exit_code: int = 0
 
 
@@ -179,13 +179,17 @@ class TextOutput(Output):
             self._p(f"Kafka bootstrap servers: {s['bootstrap_servers']}  (pid {s.get('kafka_pid')})",
                     f"S3 endpoint:             {s['s3_endpoint']}  (access/secret key "
                     f"{s['s3_access_key']}/{s['s3_secret_key']}, region {s['s3_region']}, path-style)",
+                    *([f"Schema Registry:         {s['schema_registry_url']}  (pid {s.get('registry_pid')}, "
+                       f"Apicurio, Confluent API)"] if s.get("schema_registry_url") else []),
                     f"Supervisor pid:          {s['supervisor_pid']}",
                     f"# export LAKESINK_BOOTSTRAP_SERVERS={s['bootstrap_servers']} "
                     f"AWS_ENDPOINT_URL={s['s3_endpoint']} AWS_ACCESS_KEY_ID={s['s3_access_key']} "
                     f"AWS_SECRET_ACCESS_KEY={s['s3_secret_key']} AWS_DEFAULT_REGION={s['s3_region']}")
         if r.ports_open is not None:
             k, s3 = r.ports_open.get("kafka"), r.ports_open.get("s3")
-            self._p(f"Kafka port {'open' if k else 'CLOSED'}, S3 port {'open' if s3 else 'CLOSED'}")
+            reg = r.ports_open.get("registry")
+            self._p(f"Kafka port {'open' if k else 'CLOSED'}, S3 port {'open' if s3 else 'CLOSED'}"
+                    + ("" if reg is None else f", Schema Registry port {'open' if reg else 'CLOSED'}"))
 
     def data(self, obj: Any) -> None:
         self._p(str(obj))

@@ -30,10 +30,16 @@ key                            default      meaning
                                             Kafka source; not passed through
 ``kafka.starting.offsets``     earliest     where a partition with no manifest history starts
                                             (``earliest``/``latest``); not passed through
-``schema.registry.url``                     Confluent Schema Registry for wire-format Avro
-``schema.registry.*``                       passed through to the registry client (auth, TLS)
-``value.decoder``              by format    ``avro``/``json``/``bytes``/``string``; default avro for
-                                            avro/parquet, json for json, bytes for bytearray/blockgzip
+``schema.registry.url``                     Schema Registry (Confluent API) for wire-format Avro / JSON
+                                            Schema
+``schema.registry.*``                       basic auth (``basic.auth.user.info``, a secret;
+                                            ``basic.auth.credentials.source``), PEM TLS files, client
+                                            timeout/retries: :mod:`lakesink.config.schema_registry`, which also
+                                            reads the Connect forms (``value.converter.schema.registry.url`` …)
+``value.subject.name.strategy`` TopicName…  ``key.subject.name.strategy`` too: Topic/Record/TopicRecordNameStrategy
+``value.decoder``              by format    ``avro``/``json``/``bytes``/``string``/``json_schema``; default avro
+                                            for avro/parquet, json for json, bytes for bytearray/blockgzip (a
+                                            known ``value.converter`` class sets it when unset)
 ``key.decoder``                bytes        same choices, for keys
 ``value.schema``                            inline Avro schema JSON, or a file path (raw Avro values)
 ``blockgzip.block.size``       67108864     Block-GZIP member size (uncompressed bytes)
@@ -51,7 +57,8 @@ URLs…) never appear in ``repr``, errors or :meth:`SinkConfig.as_dict` (``redac
 
 Modules: :mod:`~lakesink.config.parse` (reading sources), :mod:`~lakesink.config.keys` (the key table,
 ignored keys, secrets), :mod:`~lakesink.config.model` (:class:`SinkConfig`, :class:`Secret`),
-:mod:`~lakesink.config.validate` (one validator per section). Components are built from a config by
+:mod:`~lakesink.config.validate` (one validator per section), :mod:`~lakesink.config.schema_registry`
+(the registry keys, :class:`~lakesink.config.schema_registry.RegistryConfig`). Components are built from a config by
 :mod:`lakesink.wiring` only.
 """
 from __future__ import annotations

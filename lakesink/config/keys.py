@@ -217,6 +217,8 @@ KEYS: tuple[Key, ...] = (
     Key("value.decoder", "value_decoder", _enum(*DECODERS, ci=True), None),
     Key("key.decoder", "key_decoder", _enum(*DECODERS, ci=True), "bytes"),
     Key("schema.registry.url", "schema_registry_url", as_str, None),
+    Key("value.subject.name.strategy", "value_subject_name_strategy", as_str, "topic"),  # see config.schema_registry
+    Key("key.subject.name.strategy", "key_subject_name_strategy", as_str, "topic"),
     Key("value.schema", "value_schema", as_str, None),
     Key("blockgzip.block.size", "blockgzip_block_size", as_int, 67108864, False, _range(1)),
     Key("blockgzip.compression", "blockgzip_compression", _enum("gzip", "bzip2"), "gzip"),

@@ -4,10 +4,13 @@ components is :mod:`lakesink.wiring`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from lakesink.config.keys import KEYS, MASK, is_secret, redact_url
 from lakesink.config.parse import flatten
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.config.schema_registry import RegistryConfig
 
 __all__ = ["Secret", "SinkConfig", "FIELD_NAMES"]
 
@@ -99,6 +102,7 @@ class SinkConfig:
     key_decoder: str
     schema_registry_url: str | None
     schema_registry_options: dict[str, str]  # schema.registry.* other than url, prefix stripped
+    registry: "RegistryConfig"       # the schema.registry.* keys parsed (lakesink.config.schema_registry)
     value_schema: str | None
     blockgzip_block_size: int
     blockgzip_compression: str
@@ -131,6 +135,16 @@ class SinkConfig:
         if self.rotate_schedule_interval_ms > 0:
             return False
         return not (self.time_based and self.timestamp_extractor == "Wallclock")
+
+    @property
+    def value_subject_name_strategy(self) -> str:
+        """topic | record | topic_record (``value.subject.name.strategy``)."""
+        return self.registry.value_subject_name_strategy
+
+    @property
+    def key_subject_name_strategy(self) -> str:
+        """topic | record | topic_record (``key.subject.name.strategy``)."""
+        return self.registry.key_subject_name_strategy
 
     @property
     def endpoint_url(self) -> str | None:

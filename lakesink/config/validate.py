@@ -21,6 +21,7 @@ from lakesink import registry
 from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, ignored_reason, shown
 from lakesink.config.model import Secret, SinkConfig
 from lakesink.config.parse import as_str, flatten, read_source, unescape_java, unwrap
+from lakesink.config.schema_registry import check_registry, lift_converter_keys
 from lakesink.errors import BadValue, ConfigError, ConfigProblem, KeyNameError, PatternError
 
 __all__ = ["Problems", "ParsedKeys", "build_config", "load_config", "check_name", "check_kafka", "check_topics",
@@ -399,7 +400,7 @@ def check_store(vals: dict[str, Any], problem: Problems) -> str:
 def build_config(flat: dict[str, Any], source: str | None, job_name: str | None) -> SinkConfig:
     """Validate a flat mapping; raises one ConfigError listing every problem."""
     problem = Problems()
-    keys = read_keys(flat, problem)
+    keys = read_keys(lift_converter_keys(flat, problem), problem)  # Connect converter forms of registry keys
     vals = keys.vals
 
     name = check_name(vals, job_name, problem)
@@ -413,6 +414,8 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
     tz, tz_ok = check_timezone(vals, problem)
     partitioning = check_partitioner(vals, ddelim, tz, tz_ok, bonv, problem)
     bucket = check_store(vals, problem)
+    registry_cfg = check_registry(vals["schema_registry_url"], keys.registry, vals, value_decoder, key_decoder,
+                                  fmt, kfmt, problem)
 
     if problem.problems:
         raise ConfigError(problem.problems, source)
@@ -442,6 +445,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         kafka_reader=vals["kafka_reader"].lower(),
         value_decoder=value_decoder, key_decoder=key_decoder,
         schema_registry_url=vals["schema_registry_url"], schema_registry_options=keys.registry,
+        registry=registry_cfg,
         value_schema=vals["value_schema"], blockgzip_block_size=vals["blockgzip_block_size"],
         blockgzip_compression=vals["blockgzip_compression"], batch_max_records=vals["batch_max_records"],
         offsets_on_data_loss=vals["offsets_on_data_loss"].lower(),

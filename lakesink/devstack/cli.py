@@ -1,4 +1,4 @@
-"""``lakesink dev up|down|status``: the local Kafka broker + S3 endpoint as background processes.
+"""``lakesink dev up|down|status``: the local Kafka broker + S3 endpoint + Schema Registry as background processes.
 
 ``up`` launches ``python -m lakesink.devstack.stack`` in its own session (detached from the terminal; log in
 ``.lakesink/dev-stack.log``), waits (bounded) until it has written ``.lakesink/dev-stack.json`` (pids, ports,
@@ -33,7 +33,8 @@ def _running(state: dict | None) -> bool:
     return bool(state) and pid_alive(int(state.get("supervisor_pid", 0) or 0))
 
 
-def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, timeout: float = 120.0) -> DevResult:
+def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, timeout: float = 120.0,
+       registry_port: int = 0) -> DevResult:
     state_file = Path(state_file).absolute()
     log = state_file.with_name("dev-stack.log")
     state = read_state(state_file)
@@ -42,7 +43,7 @@ def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, 
                          str(state_file), str(log))
     if state is not None:
         state_file.unlink(missing_ok=True)  # stale: its supervisor is gone
-        for key in ("kafka_pid",):
+        for key in ("kafka_pid", "registry_pid"):
             if state.get(key):
                 kill_pid(int(state[key]), 10)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +51,7 @@ def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, 
         fh.write(f"\n=== lakesink dev up {time.strftime('%Y-%m-%d %H:%M:%S')} ===\n".encode())
     proc = spawn(
         [sys.executable, "-m", "lakesink.devstack.stack", "--state-file", str(state_file),
-         "--kafka-port", str(kafka_port), "--s3-port", str(s3_port)],
+         "--kafka-port", str(kafka_port), "--s3-port", str(s3_port), "--registry-port", str(registry_port)],
         log, detach=True,
     )
     deadline = time.monotonic() + timeout
@@ -76,8 +77,9 @@ def down(state_file: Path = DEFAULT_STATE, timeout: float = 30.0) -> DevResult:
     sup = int(state.get("supervisor_pid", 0) or 0)
     if sup:
         kill_pid(sup, timeout)
-    if state.get("kafka_pid"):
-        kill_pid(int(state["kafka_pid"]), timeout)
+    for key in ("kafka_pid", "registry_pid"):
+        if state.get(key):
+            kill_pid(int(state[key]), timeout)
     if sup and pid_alive(sup):
         raise DevStackError(f"supervisor pid {sup} is still alive after SIGKILL")
     state_file.unlink(missing_ok=True)
@@ -92,5 +94,7 @@ def status(state_file: Path = DEFAULT_STATE) -> DevResult:
         msg = "dev stack not running" + (f" (stale state file {state_file})" if state else "")
         return DevResult("status", False, msg, state, str(state_file), exit_code=1)
     ports = {"kafka": port_open(int(state["kafka_port"])), "s3": port_open(int(state["s3_port"]))}
+    if state.get("registry_port"):
+        ports["registry"] = port_open(int(state["registry_port"]))
     return DevResult("status", True, None, state, str(state_file), str(state_file.with_name("dev-stack.log")),
                      ports_open=ports, exit_code=0 if all(ports.values()) else 1)

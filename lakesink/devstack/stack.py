@@ -1,11 +1,13 @@
-"""The local stack as one unit: Kafka broker + S3 endpoint, and the supervisor process behind ``lakesink dev up``.
+"""The local stack as one unit: Kafka broker + S3 endpoint + Schema Registry, and the supervisor process behind
+``lakesink dev up``.
 
-``LocalStack`` starts both services in this process (broker as a child JVM, S3 on a thread) and stops both.
+``LocalStack`` starts the services in this process (broker and registry as child JVMs, S3 on a thread) and
+stops them all.
 
 ``python -m lakesink.devstack.stack --state-file F`` is the background supervisor that ``lakesink dev up``
 launches in its own session: it starts a LocalStack, writes ``F`` (JSON with pids, ports, endpoint,
-credentials), then sleeps until SIGTERM/SIGINT, stops the stack and removes ``F``. The broker dies with the
-supervisor even if it is SIGKILLed (PR_SET_PDEATHSIG).
+credentials), then sleeps until SIGTERM/SIGINT, stops the stack and removes ``F``. The broker and the registry
+die with the supervisor even if it is SIGKILLed (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
 
@@ -20,20 +22,25 @@ from pathlib import Path
 
 from lakesink.errors import DevStackError
 from lakesink.devstack.kafka import KafkaBroker
+from lakesink.devstack.registry import SchemaRegistry
 from lakesink.devstack.s3 import S3Endpoint
 
 
 class LocalStack:
-    """Kafka broker + S3 endpoint; ``with LocalStack() as stack: stack.kafka.bootstrap_servers ...``."""
+    """Kafka broker + S3 endpoint + Schema Registry (Apicurio, Confluent API);
+    ``with LocalStack() as stack: stack.kafka.bootstrap_servers, stack.registry.url ...``."""
 
-    def __init__(self, kafka_port: int = 0, s3_port: int = 0, kafka_start_timeout: float = 60.0):
+    def __init__(self, kafka_port: int = 0, s3_port: int = 0, kafka_start_timeout: float = 60.0,
+                 registry_port: int = 0):
         self.kafka = KafkaBroker(port=kafka_port, start_timeout=kafka_start_timeout)
         self.s3 = S3Endpoint(port=s3_port)
+        self.registry = SchemaRegistry(port=registry_port)
 
     def start(self) -> "LocalStack":
         try:
             self.s3.start()
             self.kafka.start()
+            self.registry.start()
         except BaseException:
             self.stop()
             raise
@@ -41,7 +48,7 @@ class LocalStack:
 
     def stop(self) -> None:
         errors = []
-        for svc in (self.kafka, self.s3):
+        for svc in (self.registry, self.kafka, self.s3):
             try:
                 svc.stop()
             except Exception as e:  # pragma: no cover - best effort
@@ -67,6 +74,10 @@ class LocalStack:
             "s3_access_key": self.s3.access_key,
             "s3_secret_key": self.s3.secret_key,
             "s3_region": self.s3.region,
+            "schema_registry_url": self.registry.url,
+            "registry_pid": self.registry.pid,
+            "registry_port": self.registry.port,
+            "registry_log": str(self.registry.log_path),
         }
 
 
@@ -77,12 +88,12 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0) -> int:
+def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0, registry_port: int = 0) -> int:
     """Run a LocalStack until SIGTERM/SIGINT; publish it in ``state_file`` while it runs."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port)
+    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port, registry_port=registry_port)
     try:
         stack.start()
     except DevStackError as e:
@@ -92,10 +103,11 @@ def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0) -> int:
         info = {"supervisor_pid": os.getpid(), "started_at": time.time(), **stack.info()}
         write_json_atomic(state_file, info)
         print(f"dev stack ready: {json.dumps(info)}", flush=True)
-        while not stop.is_set() and stack.kafka.running():
+        while not stop.is_set() and stack.kafka.running() and stack.registry.running():
             stop.wait(1.0)
         if not stop.is_set():
-            print("lakesink dev stack: the Kafka broker exited; shutting down", file=sys.stderr, flush=True)
+            gone = "the Kafka broker" if not stack.kafka.running() else "the Schema Registry"
+            print(f"lakesink dev stack: {gone} exited; shutting down", file=sys.stderr, flush=True)
     finally:
         try:
             current = json.loads(state_file.read_text())
@@ -110,12 +122,14 @@ def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lakesink.devstack.stack",
-                                 description="supervisor of the local Kafka + S3 stack (see lakesink dev up)")
+                                 description="supervisor of the local Kafka + S3 + Schema Registry stack "
+                                             "(see lakesink dev up)")
     ap.add_argument("--state-file", type=Path, required=True)
     ap.add_argument("--kafka-port", type=int, default=0)
     ap.add_argument("--s3-port", type=int, default=0)
+    ap.add_argument("--registry-port", type=int, default=0)
     args = ap.parse_args(argv)
-    return supervise(args.state_file, args.kafka_port, args.s3_port)
+    return supervise(args.state_file, args.kafka_port, args.s3_port, args.registry_port)
 
 
 if __name__ == "__main__":

@@ -88,3 +88,27 @@ def bucket(s3) -> str:
 @pytest.fixture
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+# ------------------------------------------------------------------------------ Schema Registry (issue #11)
+# Apicurio Registry with its Confluent-compatible API (lakesink.devstack.registry); only started when asked for.
+
+@pytest.fixture(scope="session")
+def schema_registry():
+    """A real Schema Registry (Apicurio, in-memory) on 127.0.0.1; ``.url`` is the Confluent API
+    (``http://127.0.0.1:P/apis/ccompat/v7``). Its default compatibility is NONE: tests set it per subject."""
+    from lakesink.devstack.registry import SchemaRegistry
+
+    registry = SchemaRegistry()
+    try:
+        registry.start()
+        yield registry
+    finally:
+        registry.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url(schema_registry) -> str:
+    """``schema.registry.url`` of the session's Schema Registry."""
+    return schema_registry.url
+# ------------------------------------------------------------------------------ end Schema Registry

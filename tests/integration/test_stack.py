@@ -5,6 +5,7 @@ import json
 import random
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
@@ -173,9 +174,15 @@ def test_dev_cli_up_status_down(tmp_path):
         info = json.loads(state.read_text())
         assert info["bootstrap_servers"] in up.stdout and info["s3_endpoint"] in up.stdout
         assert port_open(info["kafka_port"]) and port_open(info["s3_port"])
-        assert "open" in run("status").stdout
+        # the Schema Registry (Apicurio, Confluent API): printed, and it answers
+        assert info["schema_registry_url"] in up.stdout and info["schema_registry_url"].endswith("/apis/ccompat/v7")
+        with urllib.request.urlopen(info["schema_registry_url"] + "/subjects", timeout=10) as resp:
+            assert json.loads(resp.read()) == []
+        status = run("status").stdout
+        assert "open" in status and "Schema Registry port open" in status
     finally:
         run("down", check=False)
     assert not state.exists()
     assert not pid_alive(info["supervisor_pid"]) and not pid_alive(info["kafka_pid"])
+    assert not pid_alive(info["registry_pid"])
     assert run("status", check=False).returncode == 1

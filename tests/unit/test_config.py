@@ -55,8 +55,9 @@ def test_load_properties_example() -> None:
     assert c.path_format == "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH" and c.timestamp_extractor == "Record"
     assert c.kafka_options == {"bootstrap.servers": "localhost:9092", "security.protocol": "PLAINTEXT"}
     assert c.endpoint_url == "http://localhost:9000" and c.deterministic
-    assert dict(c.ignored_keys).keys() == {"connector.class", "tasks.max", "value.converter",
-                                           "value.converter.schema.registry.url"}
+    # value.converter (a converter lakesink has a decoder for) and its registry url are read, not ignored
+    assert dict(c.ignored_keys).keys() == {"connector.class", "tasks.max"}
+    assert c.value_decoder == "avro" and c.registry.url == "http://localhost:8081"
     assert c.source.endswith("sink.properties")
 
 
@@ -361,15 +362,16 @@ def test_decoder_spec_and_value_schema(tmp_path) -> None:
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
     inline = cfg(**{"value.schema": json.dumps(schema), "schema.registry.url": "http://sr:8081"})
     name, opts = wiring.decoder_spec(inline, "value")
-    assert name == "avro" and opts["schema"] == schema and opts["schema_registry_url"] == "http://sr:8081"
+    assert name == "avro" and opts["schema"] == schema and opts["registry"].url == "http://sr:8081"
     (tmp_path / "r.avsc").write_text(json.dumps(schema))
     raw = cfg(**{"value.schema": str(tmp_path / "r.avsc")})
     assert wiring.load_value_schema(raw) == schema
     assert wiring.decoder_spec(raw, "value") == ("avro", {"schema": schema, "wire_format": False})
     assert wiring.decoder_spec(inline, "key") == ("bytes", {})
     reg = cfg(**{"schema.registry.url": "http://sr", "schema.registry.basic.auth.user.info": "u:p", "key.decoder": "avro"})
-    assert wiring.decoder_spec(reg, "key") == ("avro", {"schema_registry_url": "http://sr",
-                                                "registry_config": {"basic.auth.user.info": "u:p"}, "is_key": True})
+    name, opts = wiring.decoder_spec(reg, "key")
+    assert name == "avro" and opts.keys() == {"registry", "is_key"} and opts["is_key"] is True
+    assert opts["registry"].url == "http://sr" and opts["registry"].client_config()["basic.auth.user.info"] == "u:p"
 
 
 def test_builders_against_real_registries() -> None:

@@ -9,8 +9,9 @@ import uuid
 import fastavro
 import pytest
 
-from lakesink.decoders import DECODER_NAMES, create_decoder, shared_registry_client
+from lakesink.decoders import DECODER_NAMES, create_decoder
 from lakesink.errors import DecodeError, LakesinkError
+from lakesink.schemas.registry import shared_registry_client
 
 USER = {"type": "record", "name": "User", "namespace": "ex", "fields": [
     {"name": "id", "type": "long"},
@@ -43,7 +44,7 @@ def user(i):
 
 
 def test_names():
-    assert set(DECODER_NAMES) == {"bytes", "string", "json", "avro"}
+    assert set(DECODER_NAMES) == {"bytes", "string", "json", "avro", "json_schema"}
     assert create_decoder("io.confluent.connect.avro.AvroConverter", schema=USER).name == "avro"
     with pytest.raises(ValueError):
         create_decoder("protobuf")

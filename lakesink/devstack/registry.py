@@ -1,0 +1,178 @@
+"""A real Schema Registry for tests and the dev stack: Apicurio Registry with its Confluent-compatible API.
+
+Runs Apicurio Registry 3.0.x (Quarkus, in-memory storage) from ``.cache/jars/registry`` (``scripts/bootstrap``
+unpacks ``jvm/registry/pom.xml``'s tar.gz there) with ``java -jar <runner jar>``, bound to 127.0.0.1 on a
+free port (HTTP) and a second free port for Quarkus' management interface (which would otherwise listen on
+0.0.0.0:9000). Confluent clients use :attr:`SchemaRegistry.url` (``http://127.0.0.1:P/apis/ccompat/v7``).
+Killed with its parent (Linux PR_SET_PDEATHSIG), or at interpreter exit at the latest.
+
+Differences from Confluent's registry that tests must allow for: the global compatibility level defaults to
+NONE (Confluent: BACKWARD), so tests set it per subject; ids are Apicurio content ids.
+
+    with SchemaRegistry() as sr:
+        SchemaRegistryClient({"url": sr.url}).register_schema("orders-value", Schema(avsc, "AVRO"))
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from lakesink.devstack import (LOOPBACK, check_java, ensure_port_free, free_port, jars_dir, log_tail, port_open,
+                               register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.errors import DevStackError
+
+REGISTRY_DIR_ENV = "LAKESINK_REGISTRY_DIR"
+CCOMPAT_PATH = "/apis/ccompat/v7"
+
+
+def runner_jar(registry_dir: Path) -> Path:
+    """The Quarkus runner jar of an unpacked Apicurio distribution (``apicurio-registry-app-*-runner.jar``)."""
+    found = sorted(registry_dir.glob("*-runner.jar"))
+    if not found:
+        raise DevStackError(f"no Apicurio runner jar (*-runner.jar) in {registry_dir}: run scripts/bootstrap "
+                            f"(or `make jars`)")
+    return found[-1]
+
+
+class SchemaRegistry:
+    """One Apicurio Registry process on 127.0.0.1 with the Confluent-compatible API.
+
+    ``port``/``management_port``: 0 (default) picks free ports; an explicit port that is taken raises
+    DevStackError. ``start_timeout``: bound on the wait until ``GET {url}/subjects`` answers 200.
+    ``registry_dir``: the unpacked distribution (default ``.cache/jars/registry`` or ``$LAKESINK_REGISTRY_DIR``).
+    """
+
+    def __init__(self, port: int = 0, management_port: int = 0, *, registry_dir: str | os.PathLike | None = None,
+                 heap: str = "512m", start_timeout: float = 90.0):
+        self._req_port = int(port)
+        self._req_management_port = int(management_port)
+        self._registry_dir = Path(registry_dir) if registry_dir is not None else None
+        self.heap = heap
+        self.start_timeout = float(start_timeout)
+        self.port: int | None = None
+        self.management_port: int | None = None
+        self.work_dir: Path | None = None
+        self._proc: subprocess.Popen | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:P`` (Apicurio's own API is under ``/apis/registry/v3``)."""
+        if self.port is None:
+            raise DevStackError("SchemaRegistry is not started")
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The Confluent-compatible API, what ``schema.registry.url`` and confluent-kafka clients take."""
+        return self.base_url + CCOMPAT_PATH
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        assert self.work_dir is not None
+        return self.work_dir / "registry.log"
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "SchemaRegistry":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "SchemaRegistry":
+        """Start the registry and wait until its Confluent API answers; DevStackError (with the log tail) if not."""
+        if self.running():
+            return self
+        if self._req_port:
+            ensure_port_free(self._req_port, "Schema Registry")
+        if self._req_management_port:
+            ensure_port_free(self._req_management_port, "Schema Registry management")
+        java = check_java()
+        jar = runner_jar(self._registry_dir or jars_dir("registry", REGISTRY_DIR_ENV))
+        auto_ports = not (self._req_port and self._req_management_port)
+        last_error: DevStackError | None = None
+        for _ in range(3 if auto_ports else 1):
+            try:
+                self._start_once(java, jar)
+                register_for_exit(self)
+                return self
+            except DevStackError as e:
+                last_error = e
+                bind_race = "Address already in use" in str(e) or "Port already bound" in str(e)
+                self._keep_failed_log()
+                self.stop()
+                if not (auto_ports and bind_race):
+                    break
+        assert last_error is not None
+        raise last_error
+
+    def _start_once(self, java: str, jar: Path) -> None:
+        self.port = self._req_port or free_port()
+        self.management_port = self._req_management_port or free_port()
+        while self.management_port == self.port:
+            self.management_port = free_port()
+        self.work_dir = Path(tempfile.mkdtemp(prefix="lakesink-registry-"))
+        argv = [java, f"-Xmx{self.heap}", "-Djava.awt.headless=true",
+                f"-Dquarkus.http.host={LOOPBACK}", f"-Dquarkus.http.port={self.port}",
+                f"-Dquarkus.management.host={LOOPBACK}", f"-Dquarkus.management.port={self.management_port}",
+                "-jar", str(jar)]
+        self._proc = spawn(argv, self.log_path, cwd=self.work_dir)
+        t0 = time.monotonic()
+        ok = wait_until(lambda: port_open(self.port), self.start_timeout, alive=self.running)
+        if ok:
+            ok = wait_until(self._api_ready, max(5.0, self.start_timeout - (time.monotonic() - t0)),
+                            interval=0.25, alive=self.running)
+        if not ok:
+            state = (f"exited with {self._proc.returncode}" if not self.running()
+                     else f"not ready after {self.start_timeout:.0f}s")
+            raise DevStackError(
+                f"Schema Registry (Apicurio) on {self.base_url} {state} (full log copied to "
+                f"{tempfile.gettempdir()}/lakesink-registry-failed-*.log); log tail:\n{log_tail(self.log_path)}")
+
+    def _api_ready(self) -> bool:
+        with urllib.request.urlopen(self.url + "/subjects", timeout=3) as resp:
+            return resp.status == 200 and isinstance(json.loads(resp.read() or b"null"), list)
+
+    def _keep_failed_log(self) -> None:
+        if self.work_dir is not None and self.log_path.exists():
+            kept = Path(tempfile.gettempdir()) / f"lakesink-registry-failed-{os.getpid()}-{int(time.time())}.log"
+            try:
+                shutil.copyfile(self.log_path, kept)
+            except OSError:
+                pass
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the registry, SIGKILL after ``timeout`` s, remove its work dir (and log). Idempotent."""
+        unregister_for_exit(self)
+        terminate(self._proc, timeout)
+        self._proc = None
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+
+    # ------------------------------------------------------------------ helpers
+    def client(self, **conf):
+        """A confluent-kafka ``SchemaRegistryClient`` for this registry (extra client settings in ``conf``)."""
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        return SchemaRegistryClient({"url": self.url, **conf})
+
+    def __repr__(self) -> str:
+        where = self.url if self.port else "not started"
+        return f"SchemaRegistry({where}, pid={self.pid})"
+
+
+__all__ = ["SchemaRegistry", "runner_jar", "REGISTRY_DIR_ENV", "CCOMPAT_PATH"]
