@@ -25,9 +25,9 @@ def test_vacuum_lists_and_deletes_exactly_the_orphans(spark, kafka, s3, bucket, 
     store = open_store(wiring.store_settings(cfg))
     prefix = f"topics/{topic_name}/"
 
-    SinkJob(spark, cfg).run_batch()  # batch 0: [0, 4] and [5, 9], each with a .keys side file
+    SinkJob(spark, cfg).run_batch()  # batch 0: [0, 4] and [5, 9], each with .keys and .metadata.avro side files
     committed = {o.key for o in store.list(prefix)}
-    assert len(committed) == 4
+    assert len(committed) == 6
 
     more = produce(kafka, topic_name, json_payloads(10, 10))  # offsets 10..19
     job = SinkJob(spark, cfg, hooks=RaiseAt("before_commit"))  # the driver dies before its commit
@@ -35,7 +35,7 @@ def test_vacuum_lists_and_deletes_exactly_the_orphans(spark, kafka, s3, bucket, 
         job.run_batch()
     orphans = {o.key for o in store.list(prefix)} - committed
     assert orphans == {f"{prefix}partition=0/{topic_name}+0+{o:010d}{ext}"
-                       for o in (10, 15) for ext in (".json", ".keys.json")}, orphans
+                       for o in (10, 15) for ext in (".json", ".keys.json", ".metadata.avro")}, orphans
     assert len(manifest_rows(spark, cfg)) == 2
 
     # dry run: lists exactly the orphans, deletes nothing

@@ -24,7 +24,10 @@ def _crashed_batch(spark, cfg) -> None:
 def _jobs(kafka, s3, bucket, topic, tmp_path, *, shared_manifest: bool):
     """Job A writes JSON, job B ByteArray (``.bin``): same bucket, topics.dir and topic, distinct keys."""
     a = base_config(kafka, s3, bucket, topic, name="job-a", **{"flush.size": "5"})
-    b = base_config(kafka, s3, bucket, topic, name="job-b", **{"flush.size": "5", "format.class": "bytearray"})
+    # Both jobs would write <base>.metadata.avro for the same offsets (side files are named from the key without
+    # its value extension, as Confluent names .keys/.headers): one prefix holds one job's metadata side files.
+    b = base_config(kafka, s3, bucket, topic, name="job-b", **{"flush.size": "5", "format.class": "bytearray",
+                                                               "store.kafka.metadata": "false"})
     if not shared_manifest:
         b["manifest.location"] = f"s3a://{bucket}/_lakesink/manifest-b"
     return load_config(write_config(tmp_path, a, "a.json")), load_config(write_config(tmp_path, b, "b.json"))
@@ -55,9 +58,9 @@ def test_vacuum_never_touches_another_jobs_objects(spark, kafka, s3, bucket, top
     _crashed_batch(spark, a)  # A's orphans
     _crashed_batch(spark, b)  # B's orphans
     everything = {o.key for o in store.list(prefix)}
-    a_orphans = {k for k in everything - a_committed - b_committed if k.endswith(".json")}
+    a_orphans = {k for k in everything - a_committed - b_committed if k.endswith((".json", ".metadata.avro"))}
     b_orphans = {k for k in everything - a_committed - b_committed if k.endswith(".bin")}
-    assert len(a_orphans) == 2 and len(b_orphans) == 2
+    assert len(a_orphans) == 4 and len(b_orphans) == 2
 
     report = vacuum(spark, a, retention_s=0)
     assert {o.key for o in report.orphans} == a_orphans
@@ -112,7 +115,7 @@ def test_a_key_owned_by_another_job_is_never_replaced(spark, kafka, s3, bucket, 
         "flush.size": "5", "manifest.location": f"s3a://{bucket}/_lakesink/manifest-b"}), "b.json"))
     SinkJob(spark, a).run_batch()
     store = open_store(wiring.store_settings(a))
-    (key,) = [o.key for o in store.list(f"topics/{topic_name}/")]
+    (key,) = [o.key for o in store.list(f"topics/{topic_name}/") if o.key.endswith(".json")]  # (+ .metadata.avro)
     before = store.head(key)
     # job B's identical layout collides on the key; even identical bytes are not adopted from another job
     with pytest.raises(KeyConflictError, match=r"uploaded by job 'job-a'.*not replaced.*nothing was committed"):

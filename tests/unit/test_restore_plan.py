@@ -1,0 +1,38 @@
+"""The restore's pure parts: names derived from the restore, and the dry-run summary from manifest rows alone."""
+from lakesink.executor.readback import ArchivedObject, Cut
+from lakesink.executor.restore import RestoreSummary, dry_run, progress_group, progress_metadata, transactional_id
+
+
+def obj(first: int, last: int, count: int, tmin: int = 0, tmax: int = 0, size: int = 100) -> ArchivedObject:
+    return ArchivedObject.from_row({
+        "topic": "t", "kafka_partition": 1, "object_key": f"k{first}", "etag": "e", "version_id": None,
+        "first_offset": first, "last_offset": last, "record_count": count, "size_bytes": size,
+        "min_timestamp": tmin, "max_timestamp": tmax,
+        "side_files": [{"view": "metadata", "key": f"k{first}.metadata.avro", "etag": "m", "version_id": None,
+                        "size_bytes": 10}]})
+
+
+OBJECTS = [obj(0, 9, 10, 1000, 1900), obj(10, 24, 10, 2000, 2900), obj(25, 34, 10, 3000, 3900)]
+
+
+def test_names():
+    assert progress_group("nightly") == "lakesink-restore-nightly"
+    assert transactional_id("nightly", "orders", 3) == "lakesink-restore-nightly-orders-3"
+    assert progress_metadata("src", 2) == "lakesink-restore source=src-2"
+
+
+def test_dry_run_whole_archive():
+    assert dry_run(OBJECTS) == RestoreSummary(objects=3, records=30, bytes=330, exact=True)
+
+
+def test_dry_run_offset_cut_counts_contiguous_objects_exactly():
+    assert dry_run(OBJECTS, Cut(from_offset=5, to_offset=30)) == RestoreSummary(3, 5 + 10 + 6, 330, exact=True)
+    # a cut inside an object with offset gaps: its record count is an upper bound
+    assert dry_run(OBJECTS, Cut(from_offset=15)) == RestoreSummary(2, 20, 220, exact=False)
+    assert dry_run(OBJECTS, Cut(from_offset=5, to_offset=9)) == RestoreSummary(1, 5, 110, exact=True)
+
+
+def test_dry_run_time_cut_from_manifest_bounds():
+    assert dry_run(OBJECTS, Cut(from_ts=2000, to_ts=2900)) == RestoreSummary(1, 10, 110, exact=True)
+    assert dry_run(OBJECTS, Cut(from_ts=2500)) == RestoreSummary(2, 20, 220, exact=False)
+    assert dry_run(OBJECTS, Cut(from_ts=5000)) == RestoreSummary(0, 0, 0, exact=True)
