@@ -94,6 +94,20 @@ class S3Settings:
             return {}
         return {"fs.s3a.access.key": self.access_key, "fs.s3a.secret.key": self.secret_key}
 
+    def object_store_options(self) -> dict[str, str]:
+        """delta-rs (object_store) storage options for the same endpoint, region and keys. They hold the keys:
+        passed in-process only, never logged (the manifest's ``repr`` hides them)."""
+        opts = {"AWS_REGION": self.region,
+                "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false" if self.path_style else "true"}
+        if self.endpoint_url:
+            opts["AWS_ENDPOINT_URL"] = self.endpoint_url
+            if urlparse(self.endpoint_url).scheme == "http":
+                opts["AWS_ALLOW_HTTP"] = "true"
+        if self.access_key is not None and self.secret_key is not None:
+            opts["AWS_ACCESS_KEY_ID"] = self.access_key
+            opts["AWS_SECRET_ACCESS_KEY"] = self.secret_key
+        return opts
+
     def boto3_kwargs(self) -> dict:
         """Keyword arguments for ``boto3.client("s3", **kw)`` (path-style addressing when asked)."""
         from botocore.config import Config
@@ -209,14 +223,30 @@ def set_credentials(spark: "SparkSession", creds: dict[str, str]) -> None:
 
 
 def jar_conf(master: str, jars: list[str]) -> dict[str, str]:
-    """How the jars reach the JVMs. Local mode runs driver and executors in one JVM: the jars go on its
-    class path (``spark.driver.extraClassPath``), read in place. ``spark.jars`` would copy every jar --
-    686 MB of AWS SDK bundle among them -- into each session's scratch directory, seconds of every cold
+    """How the jars reach the JVMs. Local mode runs driver and executors in one JVM, and a standalone
+    master on this host (``spark://127.0.0.1|localhost|<this host>``) runs its executors here too: the
+    jars go on the class paths (``spark.driver.extraClassPath`` / ``spark.executor.extraClassPath``),
+    read in place. ``spark.jars`` would copy every jar -- 686 MB of AWS SDK bundle among them -- into each
+    session's scratch directory and each executor's work directory, seconds to minutes of every cold
     start, and left behind by a killed driver. Other masters get ``spark.jars``, which ships them to
     executors on other hosts."""
+    path = os.pathsep.join(jars)
     if master.startswith("local"):
-        return {"spark.driver.extraClassPath": os.pathsep.join(jars)}
+        return {"spark.driver.extraClassPath": path}
+    if _standalone_on_this_host(master):
+        return {"spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
     return {"spark.jars": ",".join(jars)}
+
+
+def _standalone_on_this_host(master: str) -> bool:
+    """``spark://host:port[,host:port]`` whose every host is a loopback name or this machine's name."""
+    if not master.startswith("spark://"):
+        return False
+    import socket
+
+    local = {"127.0.0.1", "localhost", "::1", "[::1]", socket.gethostname(), socket.getfqdn()}
+    hosts = [hp.rsplit(":", 1)[0] for hp in master[len("spark://"):].split(",") if hp]
+    return bool(hosts) and all(h in local for h in hosts)
 
 
 def _apply_where_unset(spark: "SparkSession", hadoop: dict[str, str], conf: dict) -> None:

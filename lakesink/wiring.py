@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec", "value_format",
            "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema", "registry_settings", "decoder_spec",
-           "value_decoder_instance", "key_decoder_instance", "store_settings", "s3_settings"]
+           "value_decoder_instance", "key_decoder_instance", "store_settings", "s3_settings", "manifest"]
 
 
 # ----------------------------------------------------------------------------- kafka
@@ -250,3 +250,20 @@ def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
     return S3Settings(endpoint_url=url, access_key=_reveal(cfg.aws_access_key_id),
                       secret_key=_reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
                       path_style=cfg.s3_path_style_access)
+
+
+# ----------------------------------------------------------------------------- manifest
+
+def manifest(cfg: "SinkConfig", spark: Any = None):
+    """The job's manifest table on the configured engine: delta-rs for a path table (no Spark needed), the
+    Spark engine for a catalog table or ``manifest.engine=spark`` (then ``spark``, a session or a zero-argument
+    callable returning one, is required)."""
+    if cfg.manifest_engine == "delta-rs":
+        from lakesink.manifest.deltars import DeltaRsManifest
+
+        return DeltaRsManifest(cfg.manifest_location, s3_settings(cfg))
+    from lakesink.manifest.table import Manifest
+
+    if spark is None:
+        raise InvalidArgumentError(f"manifest {cfg.manifest_location!r} (engine spark) needs a Spark session")
+    return Manifest(spark() if callable(spark) else spark, cfg.manifest_location)

@@ -30,8 +30,9 @@ def session(cfg, master: str | None):
 
 def run(args: argparse.Namespace, output) -> SinkResult:
     """Archive; the first batch's phases start with the run's cold start: ``start`` (process start to
-    here: interpreter, imports), ``config``, ``session`` (Spark with the jars) and ``init`` (manifest
-    table, Kafka and store clients)."""
+    here: interpreter, imports), ``config`` and ``init`` (manifest table, Kafka and store clients). Spark
+    starts only when a batch has something to archive (its ``session`` phase): a path manifest is planned and
+    committed with delta-rs, so a run that finds nothing new never starts a JVM."""
     import time
 
     from lakesink.config import load_config
@@ -44,9 +45,7 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     for w in cfg.warnings:
         output.warning(w)
     startup["config"], t = time.monotonic() - t, time.monotonic()
-    spark = session(cfg, args.master)
-    startup["session"], t = time.monotonic() - t, time.monotonic()
-    job = SinkJob(spark, cfg)
+    job = SinkJob(lambda: session(cfg, args.master), cfg)
     startup["init"] = time.monotonic() - t
 
     def on_batch(result) -> None:

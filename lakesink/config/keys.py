@@ -212,6 +212,7 @@ KEYS: tuple[Key, ...] = (
     Key("s3.schema.partition.affix.type", "s3_schema_partition_affix_type", as_str, "NONE"),
     # lakesink's own
     Key("manifest.location", "manifest_location", as_str, None, True),
+    Key("manifest.engine", "manifest_engine", _enum("auto", "delta-rs", "spark", ci=True), "auto"),
     Key("kafka.starting.offsets", "kafka_starting_offsets", _enum("earliest", "latest", ci=True), "earliest"),
     Key("kafka.reader", "kafka_reader", _enum("direct", "spark", ci=True), "direct"),
     Key("value.decoder", "value_decoder", _enum(*DECODERS, ci=True), None),

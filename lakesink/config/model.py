@@ -94,6 +94,7 @@ class SinkConfig:
     aws_secret_access_key: Secret | None
     s3_schema_partition_affix_type: str
     manifest_location: str
+    manifest_engine: str             # auto (delta-rs for path tables, Spark for catalog tables) | delta-rs | spark
     kafka_bootstrap_servers: str
     kafka_options: dict[str, str]    # kafka.* keys, prefix stripped (includes bootstrap.servers)
     kafka_starting_offsets: str

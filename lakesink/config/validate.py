@@ -395,6 +395,19 @@ def check_store(vals: dict[str, Any], problem: Problems) -> str:
     return bucket
 
 
+def manifest_engine(engine: str, location: str | None, problem: Problems) -> str:
+    """``auto`` resolved: delta-rs for a path table (``s3a://``, ``s3://``, a local path), Spark for a catalog
+    table name (delta-rs cannot reach a metastore)."""
+    engine = engine.lower()
+    is_path = bool(location) and ("/" in location or ":" in location)
+    if engine == "delta-rs" and location and not is_path:
+        problem("manifest.engine", engine, f"needs a path manifest.location (s3a://..., /...), not the catalog "
+                f"table {location!r}; use manifest.engine=spark")
+    if engine == "auto":
+        return "delta-rs" if is_path or not location else "spark"
+    return engine
+
+
 # ----------------------------------------------------------------------------- build / load
 
 def build_config(flat: dict[str, Any], source: str | None, job_name: str | None) -> SinkConfig:
@@ -440,6 +453,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         s3_sse_kms_key_id=vals["s3_sse_kms_key_id"], s3_acl_canned=vals["s3_acl_canned"],
         aws_access_key_id=vals["aws_access_key_id"], aws_secret_access_key=vals["aws_secret_access_key"],
         s3_schema_partition_affix_type=affix, manifest_location=vals["manifest_location"],
+        manifest_engine=manifest_engine(vals["manifest_engine"], vals["manifest_location"], problem),
         kafka_bootstrap_servers=bootstrap, kafka_options=keys.kafka,
         kafka_starting_offsets=vals["kafka_starting_offsets"].lower(),
         kafka_reader=vals["kafka_reader"].lower(),

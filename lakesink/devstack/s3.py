@@ -1,12 +1,12 @@
 """A local S3 endpoint (moto's server) for tests, the demo and ``lakesink dev up``.
 
-In-process (tests)::
+From a test or the demo (a child process that dies with this one)::
 
-    with S3Endpoint() as s3:                 # ThreadedMotoServer on 127.0.0.1, free port
+    with S3Endpoint() as s3:                 # moto's server on 127.0.0.1, free port
         s3.create_bucket("lake")
         get_spark(s3=s3.s3_settings())
 
-As a separate process (what the dev stack uses when it wants one)::
+The child process runs::
 
     python -m lakesink.devstack.s3 --port 9000    # serves until SIGTERM/SIGINT
 
@@ -71,8 +71,22 @@ class S3Endpoint:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, timeout: float = 30.0) -> "S3Endpoint":
-        """Serve on a daemon thread of this process."""
+    def start(self, timeout: float = 60.0) -> "S3Endpoint":
+        """Serve from a child process (log in the temp directory), dying with this process.
+
+        Not a thread of this process: delta-rs holds the GIL while it waits for S3, so a manifest read or
+        commit against a server on a thread of the same interpreter would wait for a response that thread can
+        never send."""
+        import os
+        import tempfile
+
+        if self._server is not None or self._proc is not None:
+            return self
+        log = Path(tempfile.gettempdir()) / f"lakesink-s3-{os.getpid()}-{id(self):x}.log"
+        return self.spawn(log, timeout=timeout)
+
+    def serve_in_thread(self, timeout: float = 30.0) -> "S3Endpoint":
+        """Serve on a daemon thread of this process (what the child process of :meth:`start` runs)."""
         if self._server is not None or self._proc is not None:
             return self
         quiet_werkzeug()
@@ -156,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0 = a free port (printed)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    endpoint = S3Endpoint(port=args.port, host=args.host).start()
+    endpoint = S3Endpoint(port=args.port, host=args.host).serve_in_thread()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -194,4 +194,8 @@ def test_local_sessions_read_jars_in_place_other_masters_ship_them():
     jars = ["/j/a.jar", "/j/b.jar"]
     assert jar_conf("local[2]", jars) == {"spark.driver.extraClassPath": "/j/a.jar:/j/b.jar"}
     assert jar_conf("local", jars) == {"spark.driver.extraClassPath": "/j/a.jar:/j/b.jar"}
-    assert jar_conf("spark://127.0.0.1:7077", jars) == {"spark.jars": "/j/a.jar,/j/b.jar"}
+    # a standalone master on this host runs its executors here: the jars are read in place there too
+    assert jar_conf("spark://127.0.0.1:7077", jars) == {"spark.driver.extraClassPath": "/j/a.jar:/j/b.jar",
+                                                        "spark.executor.extraClassPath": "/j/a.jar:/j/b.jar"}
+    assert jar_conf("spark://10.1.2.3:7077", jars) == {"spark.jars": "/j/a.jar,/j/b.jar"}
+    assert jar_conf("yarn", jars) == {"spark.jars": "/j/a.jar,/j/b.jar"}

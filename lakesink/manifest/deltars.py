@@ -1,0 +1,246 @@
+"""The manifest of a path table (``s3a://``, ``s3://``, a local path) read and committed with delta-rs.
+
+Same table, same rows, same commit tags as :class:`lakesink.manifest.table.Manifest` (the Spark engine, kept
+for catalog tables): delta-spark and Databricks read and append to it, and it reads and appends to theirs. Two
+reasons to use it for path tables:
+
+* **No cold JVM on the driver's critical path.** The next-offset lookup, the table creation and the commit
+  take tens of milliseconds here instead of several Spark jobs each on a cold session.
+* **Safe for two drivers on S3.** delta-rs writes each ``_delta_log`` entry with a conditional create
+  (``If-None-Match: *``), so two commits of the same table version cannot both succeed; delta-spark's default
+  S3 LogStore can let one silently overwrite the other.
+
+delta-rs does not reject a repeated app-transaction version by itself, so :meth:`DeltaRsManifest.commit`
+checks ``transaction_version(job)`` on the version it writes on and commits with no automatic retry: a
+concurrent commit makes the write fail (``CommitFailedError``); the check then runs again on the new version,
+and either finds this batch committed by another run (:class:`~lakesink.errors.FencedError`) or retries.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any, Iterable
+
+from lakesink.errors import FencedError, ManifestError
+from lakesink.manifest.rows import COLUMNS, ManifestRow
+from lakesink.manifest.table import ManifestSnapshot, PartitionState, commit_tag
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from lakesink.spark import S3Settings
+
+log = logging.getLogger("lakesink.manifest")
+
+#: Commits lost to concurrent writers of *other* batches (another job sharing the manifest) are retried this often.
+COMMIT_ATTEMPTS = 20
+
+
+def table_uri(location: str) -> str:
+    """The delta-rs URI of a path location: ``s3a://`` → ``s3://``, ``file:/x`` → ``/x``."""
+    if location.startswith("s3a://") or location.startswith("s3n://"):
+        return "s3://" + location.split("://", 1)[1]
+    if location.startswith("file://"):
+        return location[len("file://"):] or "/"
+    if location.startswith("file:"):
+        return location[len("file:"):]
+    return location
+
+
+def arrow_schema(comments: bool = False) -> "pa.Schema":
+    """The manifest's columns as an Arrow schema (nullability from :data:`COLUMNS`; their comments when
+    creating the table -- data written must not carry them: Delta would compare them with the table's)."""
+    import pyarrow as pa
+
+    side = pa.struct([("view", pa.string()), ("key", pa.string()), ("etag", pa.string()),
+                      ("version_id", pa.string()), ("size_bytes", pa.int64())])
+    types = {"STRING": pa.string(), "INT": pa.int32(), "BIGINT": pa.int64(),
+             "TIMESTAMP": pa.timestamp("us", tz="UTC")}
+    fields = []
+    for name, sql, nullable, comment in COLUMNS:
+        t = pa.list_(side) if sql.startswith("ARRAY<STRUCT") else types[sql]
+        fields.append(pa.field(name, t, nullable=nullable, metadata={"comment": comment} if comments else None))
+    return pa.schema(fields)
+
+
+#: Bounded retries (object_store's defaults retry for up to 3 minutes): a down endpoint fails the run in seconds.
+RETRY_OPTIONS = {"max_retries": "4", "retry_timeout": "30s", "connect_timeout": "5s", "timeout": "120s"}
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(e: BaseException) -> str:
+    """delta-rs errors are a chain of indented lines: the first (what failed) and the last (the root cause)."""
+    lines = [_ANSI.sub("", ln).replace("↳", "").strip() for ln in str(e).strip().splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return type(e).__name__
+    return (lines[0] if len(lines) == 1 else f"{lines[0]}: ... {lines[-1]}")[:400]
+
+
+class DeltaRsManifest:
+    """A path manifest at ``location`` through delta-rs; the interface of the Spark-engine ``Manifest``."""
+
+    engine = "delta-rs"
+
+    def __init__(self, location: str, s3: "S3Settings | None" = None):
+        self.location = location
+        self.uri = table_uri(location)
+        self.storage_options = {**RETRY_OPTIONS, **s3.object_store_options()} if s3 is not None else {}
+
+    def __repr__(self) -> str:  # storage options hold credentials: never shown
+        return f"DeltaRsManifest({self.location!r})"
+
+    # -- table
+    def _table(self):
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(self.uri, storage_options=self.storage_options or None)
+        except Exception as e:  # noqa: BLE001 - TableNotFoundError, OSError from object_store, ...
+            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
+    def exists(self) -> bool:
+        """Whether the table exists yet (a job that never ran has none)."""
+        from deltalake import DeltaTable
+
+        try:
+            return bool(DeltaTable.is_deltatable(self.uri, storage_options=self.storage_options or None))
+        except Exception as e:  # noqa: BLE001
+            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
+    def ensure(self, attempts: int = 5) -> None:
+        """Create the table if it does not exist (idempotent, safe to race: the loser finds the winner's)."""
+        from deltalake import DeltaTable
+
+        for attempt in range(attempts):
+            if self.exists():
+                return
+            try:
+                DeltaTable.create(self.uri, arrow_schema(comments=True), mode="ignore", partition_by=["topic"],
+                                  configuration={"delta.appendOnly": "true"},
+                                  storage_options=self.storage_options or None)
+                return
+            except Exception as e:  # noqa: BLE001 - a racing creator won version 0
+                if attempt == attempts - 1:
+                    raise ManifestError(f"cannot create manifest table {self.location}: {_first_line(e)}") from None
+                time.sleep(0.2 * (attempt + 1))
+
+    def version(self) -> int:
+        """The table's latest version (-1 if it does not exist)."""
+        return self._table().version() if self.exists() else -1
+
+    def arrow(self, columns: list[str] | None = None, job: str | None = None, kind: str | None = None) -> "pa.Table":
+        """The current rows as an Arrow table (only ``columns``; only ``job``'s / ``kind`` rows)."""
+        filters = [(c, "=", v) for c, v in (("job", job), ("kind", kind)) if v is not None]
+        try:
+            ds = self._table().to_pyarrow_dataset()
+            import pyarrow.compute as pc
+
+            expr = None
+            for c, _, v in filters:
+                e = pc.field(c) == v
+                expr = e if expr is None else expr & e
+            return ds.to_table(columns=columns, filter=expr)
+        except ManifestError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
+    # -- reads
+    def snapshot(self, job: str) -> ManifestSnapshot:
+        """Next offsets and last batch id of ``job``, from one table version."""
+        t = self.arrow(["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"], job=job)
+        best: dict[tuple[str, int], tuple[int, Any, Any]] = {}
+        last = -1
+        cols = t.to_pydict()
+        for topic, part, end, cluster, tid, batch in zip(cols["topic"], cols["kafka_partition"], cols["range_end"],
+                                                         cols["kafka_cluster_id"], cols["topic_id"], cols["batch_id"]):
+            cur = best.get((topic, part))
+            if cur is None or end > cur[0]:
+                best[(topic, part)] = (end, cluster, tid)
+            last = max(last, batch)
+        parts = {k: PartitionState(k[0], k[1], end + 1, cluster, tid) for k, (end, cluster, tid) in best.items()}
+        return ManifestSnapshot(parts, last)
+
+    def committed_keys(self, job: str | None = None) -> set[str]:
+        """Every object key (value and side files) the manifest references."""
+        t = self.arrow(["object_key", "side_files"], job=job, kind="object")
+        keys = {k for k in t.column("object_key").to_pylist() if k}
+        for sides in t.column("side_files").to_pylist():
+            keys.update(s["key"] for s in sides or () if s.get("key"))
+        return keys
+
+    def topics(self, job: str) -> set[str]:
+        """Every topic ``job`` has rows for."""
+        return set(self.arrow(["topic"], job=job).column("topic").to_pylist())
+
+    def committed_owners(self, keys: set[str]) -> dict[str, set[str]]:
+        """For each of ``keys`` that any row references: the jobs whose rows do."""
+        if not keys:
+            return {}
+        t = self.arrow(["job", "object_key", "side_files"], kind="object")
+        owners: dict[str, set[str]] = {}
+        for job, key, sides in zip(t.column("job").to_pylist(), t.column("object_key").to_pylist(),
+                                   t.column("side_files").to_pylist()):
+            for k in [key, *(s.get("key") for s in sides or ())]:
+                if k in keys:
+                    owners.setdefault(k, set()).add(job)
+        return owners
+
+    # -- commit
+    def commit(self, job: str, batch_id: int, run_id: str, rows: Iterable[ManifestRow]) -> int:
+        """Append ``rows`` in one Delta commit carrying app transaction (``job``, ``batch_id``); the row count.
+
+        Raises FencedError when the table already holds ``batch_id`` (or a later batch) of ``job``: another run
+        committed it, before this run or concurrently."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        rows = [r.stamped(job, batch_id, run_id, now) for r in rows]
+        if not rows:
+            return 0
+        schema = arrow_schema()
+        data = pa.Table.from_pylist([_arrow_row(r) for r in rows], schema=schema)
+        tag = commit_tag(job, batch_id, run_id)
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self._table()
+            seen = table.transaction_version(job)
+            if seen is not None and seen >= batch_id:
+                raise FencedError(
+                    f"job {job!r} batch {batch_id} was already committed by another run (the manifest holds batch "
+                    f"{seen}); this run ({run_id}) committed nothing. Re-run to continue from the manifest.")
+            props = CommitProperties(
+                custom_metadata={"userMetadata": tag}, max_commit_retries=0,
+                app_transactions=[Transaction(job, batch_id, int(time.time() * 1000))])
+            try:
+                write_deltalake(table, data, mode="append", commit_properties=props,
+                                storage_options=self.storage_options or None)
+                return len(rows)
+            except CommitFailedError as e:  # another writer took this table version: check again on the next
+                log.info("manifest %s: commit of %s batch %d lost a race (%s); re-checking", self.location, job,
+                         batch_id, _first_line(e))
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+            except Exception as e:  # noqa: BLE001
+                raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location} failed: "
+                                    f"{_first_line(e)}") from None
+        raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location}: lost {COMMIT_ATTEMPTS} races "
+                            f"to concurrent writers; nothing was committed")
+
+    def warm_commit(self) -> None:
+        """Nothing to pre-resolve: a delta-rs commit reads the transaction ids from the log it loads."""
+
+
+def _arrow_row(r: ManifestRow) -> dict[str, Any]:
+    out = {name: v for name, v in zip((c[0] for c in COLUMNS), r.as_tuple())}
+    if out["side_files"] is not None:
+        out["side_files"] = [dict(zip(("view", "key", "etag", "version_id", "size_bytes"), s))
+                             for s in out["side_files"]]
+    return out
+
+
+__all__ = ["DeltaRsManifest", "arrow_schema", "table_uri", "COMMIT_ATTEMPTS"]
