@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, output) -> VacuumResult:
 
     cfg = load_config(args.config)
     retention = parse_interval(args.retention)
-    spark = session(cfg, args.master)
+    spark = lambda: session(cfg, args.master)  # noqa: E731 - only a catalog-table manifest needs Spark
     store = open_store(wiring.store_settings(cfg))
     named = [key_of(store, k) for k in args.delete_unknown]
     report = vacuum(spark, cfg, retention_s=retention, execute=args.execute, also_delete=named)

@@ -63,14 +63,16 @@ def vacuum(spark, cfg, retention_s: float = DEFAULT_RETENTION_S, execute: bool =
            now: float | None = None, also_delete: Iterable[str] = ()) -> VacuumReport:
     """Find (and with ``execute`` delete) orphans of job ``cfg.name`` older than ``retention_s``.
 
+    ``spark``: a session, a zero-argument callable returning one, or None; only a manifest on the Spark
+    engine (a catalog table) uses it.
+
     ``also_delete``: keys the user names explicitly; unreferenced objects at those keys are deleted
     like orphans even when they are not recognisably this job's. A referenced key is never deleted.
     """
-    from lakesink.manifest import Manifest
     from lakesink.store import open_store
 
     now = time.time() if now is None else now
-    manifest = Manifest(spark, cfg.manifest_location)
+    manifest = wiring.manifest(cfg, spark)
     if not manifest.exists():  # the job never ran: nothing of its own can be committed, and nothing is created
         manifest = _EmptyManifest()
     store = open_store(wiring.store_settings(cfg))

@@ -121,17 +121,18 @@ def test_dev_up_status_down_in_cwd(tmp_path):
                                              f"log: {tmp_path / '.lakesink' / 'dev-stack.log'})")
         assert f"Kafka bootstrap servers: {info['bootstrap_servers']}" in up.stdout
         assert f"S3 endpoint:             {info['s3_endpoint']}" in up.stdout
-        assert port_open(info["kafka_port"]) and port_open(info["s3_port"])
+        assert f"Schema Registry:         {info['schema_registry_url']}" in up.stdout
+        assert port_open(info["kafka_port"]) and port_open(info["s3_port"]) and port_open(info["registry_port"])
 
         again = run("dev", "up")
         assert again.stdout.startswith(f"dev stack already running (state: {state_file})")
 
         st = run("dev", "status")
-        assert st.stdout.splitlines()[-1] == "Kafka port open, S3 port open"
+        assert st.stdout.splitlines()[-1] == "Kafka port open, S3 port open, Schema Registry port open"
         assert info["bootstrap_servers"] in st.stdout
 
         doc = json.loads(run("--format", "json", "dev", "status").stdout)
-        assert doc["running"] is True and doc["ports_open"] == {"kafka": True, "s3": True}
+        assert doc["running"] is True and doc["ports_open"] == {"kafka": True, "s3": True, "registry": True}
         assert doc["state"]["bootstrap_servers"] == info["bootstrap_servers"] and doc["state_file"] == str(state_file)
     finally:
         down = subprocess.run([sys.executable, "-m", "lakesink.cli", "dev", "down"], cwd=tmp_path,
@@ -140,5 +141,6 @@ def test_dev_up_status_down_in_cwd(tmp_path):
     assert not state_file.exists()
     if info:
         assert not pid_alive(info["supervisor_pid"]) and not pid_alive(info["kafka_pid"])
+        assert not pid_alive(info["registry_pid"])
     assert run("dev", "status", rc=1).stdout == "dev stack not running\n"
     assert run("dev", "down").stdout == "dev stack not running\n"

@@ -32,11 +32,15 @@ def test_read_columns_follow_the_config(spark, kafka, s3, bucket, topic_name):
     avro = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
         "format.class": "avro", "value.schema": json.dumps(SCHEMA)}))
     df, plan = SinkJob(spark, avro)._read(plans)
-    assert df.columns == ["value", "partition", "offset", "ts", CANONICAL] and plan.kind == "avro"
+    # ts_type: the timestamp type, for the .metadata.avro side file (store.kafka.metadata, on by default)
+    assert df.columns == ["value", "partition", "offset", "ts", "ts_type", CANONICAL] and plan.kind == "avro"
     stored = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
         "store.kafka.keys": "true", "store.kafka.headers": "true", "headers.format.class": "json"}))
     df, plan = SinkJob(spark, stored)._read(plans)
-    assert df.columns == ["value", "partition", "offset", "ts", "key", "headers"] and plan is None
+    assert df.columns == ["value", "partition", "offset", "ts", "key", "headers", "ts_type"] and plan is None
+    bare = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"store.kafka.metadata": "false"}))
+    df, plan = SinkJob(spark, bare)._read(plans)
+    assert df.columns == ["value", "partition", "offset", "ts"]
 
 
 def test_bare_avro_checked_in_the_jvm_then_copied(spark, kafka, s3, bucket, topic_name):

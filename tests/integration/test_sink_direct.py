@@ -69,7 +69,7 @@ def test_both_readers_write_identical_archives(spark, kafka, s3, topic_name, fmt
     check_chains(rows["direct"], {(topic_name, 0): 140, (topic_name, 1): 140})
     assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"])
     objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
-    assert len(objects["direct"]) == 8 and objects["direct"] == objects["spark"]
+    assert len(objects["direct"]) == 16 and objects["direct"] == objects["spark"]  # 8 values + their .metadata.avro
     assert archived_values(spark, cfgs["direct"]) == archived_values(spark, cfgs["spark"])
 
 
@@ -87,7 +87,7 @@ def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
     assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"])
     objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
-    assert len(objects["direct"]) == 9 and objects["direct"] == objects["spark"]
+    assert len(objects["direct"]) == 12 and objects["direct"] == objects["spark"]  # 3 x value, keys, headers, metadata
 
 
 def test_aborted_transactions_are_skipped_and_the_manifest_advances(spark, kafka, s3, bucket, topic_name):
