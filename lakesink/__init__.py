@@ -1,6 +1,6 @@
 """lakesink: Kafka → S3 archives with Confluent S3-sink naming and a Delta manifest.
 
-The notebook API is importable from here (``from lakesink import run, get_spark, load_config``); each
+The notebook API is importable from here (``from lakesink import run, read_archive, restore, get_spark, load_config``); each
 name is loaded on first use, so ``import lakesink`` stays cheap (no Spark, no boto3)."""
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ _EXPORTS = {
     "SinkJob": "lakesink.driver.sink",
     "BatchResult": "lakesink.driver.sink",
     "vacuum": "lakesink.driver.vacuum",
+    "read_archive": "lakesink.driver.archive",
+    "restore": "lakesink.driver.restore",
+    "RestoreReport": "lakesink.driver.restore",
     "get_spark": "lakesink.spark",
     "load_config": "lakesink.config",
     "SinkConfig": "lakesink.config",

@@ -193,6 +193,19 @@ class RestoreProduceError(RestoreError):
     """The broker refused a record or a transaction step; the open transaction was aborted."""
 
 
+class ArchiveQueryError(LakesinkError):
+    """A ``where`` predicate over the manifest that is not valid Spark SQL or names unknown columns; the message
+    is Spark's error shortened to its useful line. The CLI exits 2 (bad usage) for it."""
+
+    exit_code = 2
+
+
+class RestoreRefusedError(RestoreError):
+    """A restore refused before producing anything: the destination topic is missing or has too few partitions,
+    two sources map to one destination partition, or the destination is a topic a sink job of the same manifest
+    archives (the feedback loop; ``force`` overrides that one)."""
+
+
 class InvalidArgumentError(LakesinkError, ValueError):
     """A function was called with an argument it cannot take: a setting out of range, an unknown name,
     records out of offset order. (Also a ValueError, for callers that catch one.)"""

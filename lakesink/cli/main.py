@@ -1,13 +1,13 @@
 """The `lakesink` command: the parser, the dispatch and the error handling.
 
-Each subcommand lives in its own module (``check``, ``sink``, ``vacuum``, ``demo``, ``dev``) with an
+Each subcommand lives in its own module (``check``, ``sink``, ``vacuum``, ``restore``, ``demo``, ``dev``) with an
 ``add_parser(sub)`` that registers it; its handler ``func(args, output)`` RETURNS its result (a dataclass
 from :mod:`lakesink.cli.output`, or an int exit status) and the :class:`~lakesink.cli.output.Output`
 chosen by the global ``--format`` renders it. Subcommands import their heavy modules (pyspark, boto3)
 lazily, so ``check`` and ``--help`` stay fast.
 
 Errors: a :class:`lakesink.errors.LakesinkError` prints ``lakesink: error: <message>`` on stderr and
-exits 1; any other exception prints ``lakesink: internal error: <type>: <message> (run with --debug for
+exits 1 (or the error's ``exit_code``: 2 for a bad ``--where``); any other exception prints ``lakesink: internal error: <type>: <message> (run with --debug for
 the traceback)`` and exits 1. ``--debug`` adds the traceback (and DEBUG logging of ``lakesink.*``).
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ import logging
 import sys
 import traceback
 
-from lakesink.cli import check, demo, dev, sink, vacuum
+from lakesink.cli import check, demo, dev, restore, sink, vacuum
 from lakesink.cli.output import FORMATS, Output, make_output
 
-COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
+COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,7 +79,8 @@ def _fail(output: Output, ex: BaseException, debug: bool, internal: bool) -> int
         output.exception(ex, internal=internal)
     except BrokenPipeError:
         _silence_stdout()
-    return 1
+    # an error may ask for another status (ArchiveQueryError: 2, bad usage, like argparse's)
+    return 1 if internal else int(getattr(ex, "exit_code", 1) or 1)
 
 
 def _silence_stdout() -> None:

@@ -51,6 +51,13 @@ class VacuumResult:
 
 
 @dataclass
+class RestoreResult:
+    """``lakesink restore``: the report of the run (or of the dry run)."""
+
+    report: Any  # lakesink.driver.restore.RestoreReport
+
+
+@dataclass
 class DemoResult:
     """``lakesink demo``: what the end-to-end run archived."""
 
@@ -104,7 +111,7 @@ class Output(ABC):
         if result is None:
             return
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
-                            (DemoResult, self.demo), (DevResult, self.dev)):
+                            (RestoreResult, self.restore), (DemoResult, self.demo), (DevResult, self.dev)):
             if isinstance(result, typ):
                 return method(result)
         return self.data(result)
@@ -129,6 +136,9 @@ class Output(ABC):
 
     @abstractmethod
     def vacuum(self, r: VacuumResult) -> None: ...
+
+    def restore(self, r: RestoreResult) -> None:
+        self.data(restore_dict(r))
 
     @abstractmethod
     def demo(self, r: DemoResult) -> None: ...
@@ -165,6 +175,29 @@ class TextOutput(Output):
 
     def progress(self, text: str) -> None:
         self._p(text)
+
+    def restore(self, r: RestoreResult) -> None:
+        rep = r.report
+        head = ("source", "destination", "objects", "records", "bytes") + (
+            () if rep.dry_run else ("produced", "skipped", "resumed_from", "next_offset"))
+        rows = []
+        for p in rep.partitions:
+            row = (f"{p.source_topic}-{p.source_partition}", f"{p.topic}-{p.partition}", str(p.objects),
+                   f"{p.records}{'' if p.exact else ' (at most)'}", str(p.bytes))
+            if not rep.dry_run:
+                row += (str(p.produced), str(p.skipped), "-" if p.resumed_from is None else str(p.resumed_from),
+                        "-" if p.next_offset is None else str(p.next_offset))
+            rows.append(row)
+        if rows:
+            widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+            self._p(*("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in (head, *rows)))
+        at_most = "" if rep.exact else " at most"
+        if rep.dry_run:
+            self._p(f"dry run of restore {rep.name!r}: would read {rep.objects} object(s),{at_most} {rep.records} "
+                    f"record(s), {rep.bytes} bytes, into {len(rep.partitions)} partition(s)")
+        else:
+            self._p(f"restore {rep.name!r}: {rep.produced} record(s) produced, {rep.skipped} already restored, "
+                    f"{len(rep.partitions)} partition(s), {rep.seconds:.1f}s (progress in group {rep.group!r})")
 
     def demo(self, r: DemoResult) -> None:
         ok = "OK" if r.ok else "MISMATCH"
@@ -219,6 +252,14 @@ def vacuum_dict(r: VacuumResult) -> dict:
     }
 
 
+def restore_dict(r: RestoreResult) -> dict:
+    """The JSON form of a restore report (totals first, then one object per destination partition)."""
+    rep = r.report
+    return {"name": rep.name, "group": rep.group, "dry_run": rep.dry_run, "objects": rep.objects,
+            "records": rep.records, "records_exact": rep.exact, "bytes": rep.bytes, "produced": rep.produced,
+            "skipped": rep.skipped, "seconds": round(rep.seconds, 3), "partitions": _plain(rep.partitions)}
+
+
 def _plain(obj: Any) -> Any:
     """JSON-ready copy: dataclasses -> dicts, tuples -> lists, anything else unknown -> str."""
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -251,6 +292,9 @@ class JsonOutput(Output):
 
     def vacuum(self, r: VacuumResult) -> None:
         self._j(vacuum_dict(r))
+
+    def restore(self, r: RestoreResult) -> None:
+        self._j(restore_dict(r))
 
     def demo(self, r: DemoResult) -> None:
         self._j({"ok": r.ok, "records": r.records, "archived": r.archived, "objects": r.objects,

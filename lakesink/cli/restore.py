@@ -1,0 +1,58 @@
+"""`lakesink restore --config FILE --where "…" (--to-topic T | --topic-map REGEX=REPLACEMENT)`: archived records
+back to Kafka, exactly once (see :mod:`lakesink.driver.restore`)."""
+from __future__ import annotations
+
+import argparse
+
+from lakesink.cli.output import RestoreResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("restore", help="restore archived records chosen by SQL over the manifest to Kafka, exactly once")
+    p.add_argument("--config", required=True, help="the sink job's config (.properties, Connect JSON or YAML)")
+    p.add_argument("--where", default=None,
+                   help="Spark SQL predicate over the manifest's columns choosing the objects, e.g. "
+                        "\"topic = 'orders' AND kafka_partition = 0\" (default: every object of the job)")
+    dest = p.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--to-topic", default=None, help="restore every source topic into this topic")
+    dest.add_argument("--topic-map", default=None, metavar="REGEX=REPLACEMENT",
+                      help="destination per source topic: REGEX (matching the whole topic) replaced by "
+                           "REPLACEMENT, e.g. '(.*)=copy_of_\\1'")
+    p.add_argument("--from-offset", type=int, default=None, help="first source offset (inclusive, every partition)")
+    p.add_argument("--to-offset", type=int, default=None, help="last source offset (inclusive, every partition)")
+    p.add_argument("--from-time", default=None, help="first record timestamp, ISO-8601 (UTC without a zone)")
+    p.add_argument("--to-time", default=None, help="last record timestamp, ISO-8601 (inclusive)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the objects, records and bytes the restore would read (from the manifest alone)")
+    p.add_argument("--name", default=None,
+                   help="the restore's name, its resume key (default: <job>-<digest of where, destination and "
+                        "bounds>, so the same command resumes)")
+    p.add_argument("--force", action="store_true",
+                   help="restore even into a topic a sink job of this manifest archives (a feedback loop)")
+    p.add_argument("--master", default=None, help="Spark master for a local run")
+    p.set_defaults(func=run)
+
+
+def parse_topic_map(text: str) -> tuple[str, str]:
+    """``REGEX=REPLACEMENT`` split at the last ``=`` (a topic name, hence a replacement, holds no ``=``)."""
+    from lakesink.errors import InvalidArgumentError
+
+    if "=" not in text:
+        raise InvalidArgumentError(f"--topic-map {text!r}: expected REGEX=REPLACEMENT")
+    regex, replacement = text.rsplit("=", 1)
+    if not regex or not replacement:
+        raise InvalidArgumentError(f"--topic-map {text!r}: expected REGEX=REPLACEMENT, both non-empty")
+    return regex, replacement
+
+
+def run(args: argparse.Namespace, output) -> RestoreResult:
+    from lakesink.cli.sink import session
+    from lakesink.config import load_config
+    from lakesink.driver.restore import restore
+
+    cfg = load_config(args.config)
+    topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
+    report = restore(lambda: session(cfg, args.master), cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
+                     from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
+                     to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force)
+    return RestoreResult(report=report)

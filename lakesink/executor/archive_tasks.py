@@ -1,0 +1,143 @@
+"""The ``mapInArrow`` bodies of ``read_archive`` and ``restore`` (they run in Spark's Python workers).
+
+The driver (:mod:`lakesink.driver.archive`, :mod:`lakesink.driver.restore`) picks the objects from the manifest
+and closes over them; each Spark task gets ids (``spark.range(n, numPartitions=n)``: one id per task) and
+works on the objects (or the destination partition) those ids name:
+
+- :func:`read_archive_task`: the records of one object as an Arrow batch of :data:`RECORD_COLUMNS`
+  (:func:`lakesink.executor.readback.read_records`: ETag and record count verified);
+- :func:`restore_task`: one destination partition restored by
+  :func:`lakesink.executor.restore.restore_partition`; one row of JSON (:data:`RESTORE_RESULT_DDL`) per partition.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from lakesink import wiring
+from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, RestoredRecord, read_records
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from lakesink.config import SinkConfig
+
+__all__ = ["RECORD_COLUMNS", "RECORD_DDL", "RESTORE_RESULT_DDL", "arrow_record_schema", "ObjectReader",
+           "records_batch", "read_archive_task", "PartitionJob", "restore_task"]
+
+#: read_archive's columns, in order (Spark DDL); ``timestamp`` is the Kafka record timestamp (null when the
+#: object has no record-metadata side file), ``timestamp_type`` CreateTime / LogAppendTime / NoTimestampType
+RECORD_COLUMNS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
+RECORD_DDL = ("topic string, partition int, offset bigint, timestamp timestamp, timestamp_type string, "
+              "key binary, value binary, headers array<struct<key:string,value:binary>>")
+RESTORE_RESULT_DDL = "result string"
+
+
+def arrow_record_schema() -> "pa.Schema":
+    """The Arrow form of :data:`RECORD_DDL` (Spark's TIMESTAMP is microseconds, UTC)."""
+    import pyarrow as pa
+
+    return pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+                      ("timestamp", pa.timestamp("us", tz="UTC")), ("timestamp_type", pa.string()),
+                      ("key", pa.binary()), ("value", pa.binary()),
+                      ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
+
+
+def records_batch(records: list[RestoredRecord], schema: "pa.Schema | None" = None) -> "pa.RecordBatch":
+    """One Arrow batch of ``records`` in :data:`RECORD_COLUMNS` order."""
+    import pyarrow as pa
+
+    schema = schema or arrow_record_schema()
+    cols = [
+        pa.array([r.topic for r in records], pa.string()),
+        pa.array([r.partition for r in records], pa.int32()),
+        pa.array([r.offset for r in records], pa.int64()),
+        pa.array([None if r.timestamp is None else r.timestamp * 1000 for r in records], pa.int64())
+        .cast(pa.timestamp("us", tz="UTC")),
+        pa.array([r.timestamp_type for r in records], pa.string()),
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], schema.field("headers").type),
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+class ObjectReader:
+    """Reads objects of one job's config: one store client and one format per (format, compression) per task."""
+
+    def __init__(self, cfg: "SinkConfig"):
+        from lakesink.store import open_store
+
+        self.cfg = cfg
+        self.store = open_store(wiring.store_settings(cfg))
+        self.keys_format = wiring.keys_format(cfg)
+        self.headers_format = wiring.headers_format(cfg)
+        self._formats: dict[tuple[str, str | None], Any] = {}
+
+    def value_format(self, obj: ArchivedObject) -> Any:
+        """The format ``obj`` was written with: its row's format and compression, the config's other options
+        (a job may have changed ``format.class`` or the compression between runs)."""
+        from lakesink.objects import formats
+
+        name = obj.format or self.cfg.format_name
+        key = (name, obj.compression)
+        fmt = self._formats.get(key)
+        if fmt is None:
+            n, opts = wiring.format_spec(self.cfg, name)
+            if obj.compression and n in ("json", "bytearray", "blockgzip"):
+                opts = {**opts, "compression": obj.compression}
+            fmt = self._formats[key] = formats.create(n, **opts)
+        return fmt
+
+    def records(self, obj: ArchivedObject, cut: Cut = NO_CUT) -> list[RestoredRecord]:
+        return read_records(self.store, self.value_format(obj), obj, keys_format=self.keys_format,
+                            headers_format=self.headers_format, cut=cut, key_decoder=self.cfg.key_decoder,
+                            value_decoder=self.cfg.value_decoder)
+
+
+def _ids(batches: Iterable["pa.RecordBatch"]) -> Iterator[int]:
+    for b in batches:
+        yield from b.column(0).to_pylist()
+
+
+def read_archive_task(batches: Iterable["pa.RecordBatch"], objects: list[ArchivedObject], cfg: "SinkConfig",
+                      cut: Cut = NO_CUT) -> Iterator["pa.RecordBatch"]:
+    """For each id, the records of ``objects[id]`` (one object per Spark task when the ids are spread so)."""
+    reader = ObjectReader(cfg)
+    schema = arrow_record_schema()
+    for i in _ids(batches):
+        records = reader.records(objects[i], cut)
+        if records:
+            yield records_batch(records, schema)
+
+
+@dataclass(frozen=True)
+class PartitionJob:
+    """One destination partition of a restore: its source partition and that partition's objects."""
+
+    source_topic: str
+    source_partition: int
+    topic: str
+    partition: int
+    objects: tuple[ArchivedObject, ...]
+
+
+def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], cfg: "SinkConfig", name: str,
+                 producer_config: dict, cut: Cut, options: dict) -> Iterator["pa.RecordBatch"]:
+    """For each id, restore ``jobs[id]`` (:func:`~lakesink.executor.restore.restore_partition`); one JSON row
+    per destination partition: the job's identity and the worker's :class:`RestoreResult` fields."""
+    import pyarrow as pa
+
+    from lakesink.executor.restore import restore_partition
+
+    reader = ObjectReader(cfg)
+    for i in _ids(batches):
+        job = jobs[i]
+        fmt = reader.value_format(job.objects[0]) if job.objects else wiring.value_format(cfg)
+        res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,
+                                keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
+                                key_decoder=cfg.key_decoder, value_decoder=cfg.value_decoder, **options)
+        out = {"id": i, **asdict(res)}
+        out.pop("events", None)
+        yield pa.RecordBatch.from_pydict({"result": [json.dumps(out)]})
