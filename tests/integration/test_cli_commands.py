@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from archive_checks import base_config, json_payloads, produce, run_cli, write_config
@@ -123,6 +124,9 @@ def test_dev_up_status_down_in_cwd(tmp_path):
         assert f"S3 endpoint:             {info['s3_endpoint']}" in up.stdout
         assert f"Schema Registry:         {info['schema_registry_url']}" in up.stdout
         assert port_open(info["kafka_port"]) and port_open(info["s3_port"]) and port_open(info["registry_port"])
+        assert info["schema_registry_url"].endswith("/apis/ccompat/v7")  # Apicurio's Confluent-compatible API
+        with urllib.request.urlopen(info["schema_registry_url"] + "/subjects", timeout=10) as resp:
+            assert json.loads(resp.read()) == []
 
         again = run("dev", "up")
         assert again.stdout.startswith(f"dev stack already running (state: {state_file})")

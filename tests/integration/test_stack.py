@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
-import urllib.request
 
 import pytest
 
@@ -155,34 +152,4 @@ def test_s3_multipart_upload_and_ranged_get(s3, bucket):
         assert body == data[start:end + 1]
     assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == data
 
-
-# ------------------------------------------------------------------------------ lakesink dev up/down
-def test_dev_cli_up_status_down(tmp_path):
-    from lakesink.devstack import pid_alive, port_open
-
-    state = tmp_path / "dev-stack.json"
-
-    def run(*args, check=True):
-        proc = subprocess.run([sys.executable, "-m", "lakesink.cli", "dev", *args, "--state-file", str(state)],
-                              capture_output=True, text=True, timeout=180)
-        if check:
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc
-
-    try:
-        up = run("up")
-        info = json.loads(state.read_text())
-        assert info["bootstrap_servers"] in up.stdout and info["s3_endpoint"] in up.stdout
-        assert port_open(info["kafka_port"]) and port_open(info["s3_port"])
-        # the Schema Registry (Apicurio, Confluent API): printed, and it answers
-        assert info["schema_registry_url"] in up.stdout and info["schema_registry_url"].endswith("/apis/ccompat/v7")
-        with urllib.request.urlopen(info["schema_registry_url"] + "/subjects", timeout=10) as resp:
-            assert json.loads(resp.read()) == []
-        status = run("status").stdout
-        assert "open" in status and "Schema Registry port open" in status
-    finally:
-        run("down", check=False)
-    assert not state.exists()
-    assert not pid_alive(info["supervisor_pid"]) and not pid_alive(info["kafka_pid"])
-    assert not pid_alive(info["registry_pid"])
-    assert run("status", check=False).returncode == 1
+# lakesink dev up/status/down (with the Schema Registry): tests/integration/test_cli_commands.py
