@@ -9,8 +9,9 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
 * ``lakesink``: ``python -m lakesink.cli --format json sink --config F --once --flush-tail`` with a new job
   name and a new manifest on ``s3a://`` (a new user's first run: the manifest table is created too),
   objects to the S3 endpoint. Its JSON batch line gives the phases: ``start`` (process start to the CLI:
-  interpreter and imports), ``config``, ``session`` (Spark with the jars), ``init`` (manifest table, clients),
-  ``plan``, ``archive``, ``commit``; ``other`` is the rest of the wall time (exit, Spark shutdown).
+  interpreter and imports), ``config``, ``init`` (manifest table, clients), ``plan``, ``session`` (Spark with
+  the jars, started once the plan has work), ``archive``, ``commit``; ``other`` is the rest of the wall time
+  (exit, Spark shutdown).
 * ``plain Spark``: ``python bench/cold.py --plain-child …``: a fresh local[2] session with the same jars and
   S3A settings (``lakesink.spark.get_spark``), ``spark.read.format("kafka")`` over exactly the same offsets,
   ``from_json`` of the value, ``.write.json`` to ``s3a://`` with ``maxRecordsPerFile`` = flush.size.
