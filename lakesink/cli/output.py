@@ -58,6 +58,14 @@ class RestoreResult:
 
 
 @dataclass
+class ImportResult:
+    """``lakesink manifest import``: the report plus how to name its keys (``uri(key)``)."""
+
+    report: Any  # lakesink.driver.manifest_import.ImportReport
+    uri: Callable[[str], str]
+
+
+@dataclass
 class DemoResult:
     """``lakesink demo``: what the end-to-end run archived."""
 
@@ -111,7 +119,7 @@ class Output(ABC):
         if result is None:
             return
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
-                            (RestoreResult, self.restore), (DemoResult, self.demo), (DevResult, self.dev)):
+                            (RestoreResult, self.restore), (ImportResult, self.manifest_import), (DemoResult, self.demo), (DevResult, self.dev)):
             if isinstance(result, typ):
                 return method(result)
         return self.data(result)
@@ -139,6 +147,9 @@ class Output(ABC):
 
     def restore(self, r: RestoreResult) -> None:
         self.data(restore_dict(r))
+
+    def manifest_import(self, r: ImportResult) -> None:
+        self.data(import_dict(r))
 
     @abstractmethod
     def demo(self, r: DemoResult) -> None: ...
@@ -175,6 +186,19 @@ class TextOutput(Output):
 
     def progress(self, text: str) -> None:
         self._p(text)
+
+    def manifest_import(self, r: ImportResult) -> None:
+        rep = r.report
+        verb = "would import" if rep.dry_run else "imported"
+        self._p(*(f"{verb} {r.uri(o.key)} ({o.topic}-{o.partition} offsets {o.first_offset}..{o.last_offset}, "
+                  f"{o.records} records)" for o in rep.imported))
+        self._p(*(f"overlap: {x}" for x in rep.overlaps), *(f"gap: {x}" for x in rep.gaps),
+                *(f"empty, not imported: {r.uri(k)}" for k in rep.empty),
+                *(f"unrecognized, not imported: {r.uri(k)}" for k in rep.unrecognized))
+        tail = f" in batch {rep.batch_id}" if rep.batch_id is not None else ""
+        self._p(f"{verb} {len(rep.imported)} object(s), {rep.records} record(s){tail}; {rep.already_in_manifest} "
+                f"already in the manifest, {len(rep.overlaps)} overlap(s), {len(rep.gaps)} gap(s), "
+                f"{len(rep.unrecognized)} unrecognized key(s)")
 
     def restore(self, r: RestoreResult) -> None:
         rep = r.report
@@ -260,6 +284,15 @@ def restore_dict(r: RestoreResult) -> dict:
             "skipped": rep.skipped, "seconds": round(rep.seconds, 3), "partitions": _plain(rep.partitions)}
 
 
+def import_dict(r: ImportResult) -> dict:
+    """The JSON form of a manifest import report."""
+    rep = r.report
+    return {"dry_run": rep.dry_run, "batch_id": rep.batch_id, "objects": len(rep.imported), "records": rep.records,
+            "already_in_manifest": rep.already_in_manifest, "overlaps": rep.overlaps, "gaps": rep.gaps,
+            "empty": [r.uri(k) for k in rep.empty], "unrecognized": [r.uri(k) for k in rep.unrecognized],
+            "imported": [{**_plain(o), "uri": r.uri(o.key)} for o in rep.imported]}
+
+
 def _plain(obj: Any) -> Any:
     """JSON-ready copy: dataclasses -> dicts, tuples -> lists, anything else unknown -> str."""
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -295,6 +328,9 @@ class JsonOutput(Output):
 
     def restore(self, r: RestoreResult) -> None:
         self._j(restore_dict(r))
+
+    def manifest_import(self, r: ImportResult) -> None:
+        self._j(import_dict(r))
 
     def demo(self, r: DemoResult) -> None:
         self._j({"ok": r.ok, "records": r.records, "archived": r.archived, "objects": r.objects,

@@ -1,0 +1,33 @@
+"""`lakesink manifest import --config FILE [--prefix topics/]`: adopt objects no manifest row describes (a bucket
+written by Confluent's S3 sink, or by lakesink without a manifest); see :mod:`lakesink.driver.manifest_import`."""
+from __future__ import annotations
+
+import argparse
+
+from lakesink.cli.output import ImportResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser("manifest", help="manifest maintenance: import an archive that has no manifest")
+    m_sub = m.add_subparsers(dest="manifest_command", metavar="ACTION")
+    m.set_defaults(func=lambda args, output: (m.print_help(), 2)[1])
+    p = m_sub.add_parser("import", help="commit manifest rows for the config's objects that no row describes yet "
+                                        "(Confluent S3 sink buckets), in one transaction")
+    p.add_argument("--config", required=True, help="a config describing the objects (format, topics.dir, "
+                                                   "partitioner delimiters, bucket) and the manifest to commit to")
+    p.add_argument("--prefix", default=None, help="only keys under this prefix (default: topics.dir)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be imported; commit nothing")
+    p.add_argument("--master", default=None, help="Spark master (only a catalog-table manifest needs Spark)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, output) -> ImportResult:
+    from lakesink import wiring
+    from lakesink.cli.sink import session
+    from lakesink.config import load_config
+    from lakesink.driver.manifest_import import import_archive
+    from lakesink.store import open_store
+
+    cfg = load_config(args.config)
+    report = import_archive(lambda: session(cfg, args.master), cfg, args.prefix, dry_run=args.dry_run)
+    return ImportResult(report=report, uri=open_store(wiring.store_settings(cfg)).uri)
