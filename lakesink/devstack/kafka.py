@@ -16,11 +16,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-from lakesink.devstack import (LOOPBACK, check_java, classpath, ensure_port_free, free_port, jars_dir, log_tail, port_open, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.devstack import (LOOPBACK, check_java, classpath, ensure_port_free, free_port, jars_dir, log_tail, spawn,
+                               terminate, unregister_for_exit, wait_until)
+from lakesink.devstack.service import JvmService
 from lakesink.errors import DevStackError
 
 KAFKA_JARS_ENV = "LAKESINK_KAFKA_JARS_DIR"
@@ -43,13 +44,15 @@ def broker_classpath(jar_dir: Path) -> list[Path]:
     return sorted(jar_dir.glob("*.jar"))
 
 
-class KafkaBroker:
+class KafkaBroker(JvmService):
     """One KRaft Kafka process (broker + controller) on 127.0.0.1.
 
     ``port``/``controller_port``: 0 (default) picks free ports; an explicit port that is taken raises
     DevStackError. ``data_dir``: default a fresh temp dir, removed by :meth:`stop`; an explicit dir is kept.
     ``start_timeout``: bound on the wait until an AdminClient can list topics.
     """
+
+    failed_log_prefix = "lakesink-kafka-failed"
 
     def __init__(
         self,
@@ -84,24 +87,11 @@ class KafkaBroker:
         return f"{LOOPBACK}:{self.port}"
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
     def log_path(self) -> Path:
         assert self.data_dir is not None
         return self.data_dir / "broker.log"
 
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "KafkaBroker":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def start(self) -> "KafkaBroker":
         if self.running():
             return self
@@ -115,22 +105,7 @@ class KafkaBroker:
         cp = classpath(broker_classpath(jar_dir))
 
         auto_ports = not (self._req_port and self._req_controller_port)
-        attempts = 3 if auto_ports else 1
-        last_error: DevStackError | None = None
-        for _ in range(attempts):
-            try:
-                self._start_once(java, cp)
-                register_for_exit(self)
-                return self
-            except DevStackError as e:
-                last_error = e
-                bind_race = "Address already in use" in str(e)
-                self._keep_failed_log()
-                self.stop()
-                if not (auto_ports and bind_race):
-                    break
-        assert last_error is not None
-        raise last_error
+        return self._start_retrying(lambda: self._start_once(java, cp), auto_ports, lambda: self._owns_dir)
 
     def _start_once(self, java: str, cp: str) -> None:
         self.port = self._req_port or free_port()
@@ -168,28 +143,7 @@ class KafkaBroker:
                 )
 
         self._proc = spawn([*jvm, "kafka.Kafka", str(props)], self.log_path)
-        t0 = time.monotonic()
-        ok = wait_until(lambda: port_open(self.port), self.start_timeout, alive=self.running)
-        if ok:
-            ok = wait_until(self._admin_ready, max(5.0, self.start_timeout - (time.monotonic() - t0)),
-                            interval=0.5, alive=self.running)
-        if not ok:
-            state = (f"exited with {self._proc.returncode}" if not self.running()
-                     else f"not ready after {self.start_timeout:.0f}s")
-            raise DevStackError(
-                f"Kafka broker on {self.bootstrap_servers} {state} (full log copied to "
-                f"{tempfile.gettempdir()}/lakesink-kafka-failed-*.log); log tail:\n"
-                f"{log_tail(self.log_path)}"
-            )
-
-    def _keep_failed_log(self) -> None:
-        """Copy the broker log out of the temp dir (which stop() removes) for post-mortems."""
-        if self._owns_dir and self.data_dir is not None and self.log_path.exists():
-            kept = Path(tempfile.gettempdir()) / f"lakesink-kafka-failed-{os.getpid()}-{int(time.time())}.log"
-            try:
-                shutil.copyfile(self.log_path, kept)
-            except OSError:
-                pass
+        self._wait_ready(self.port, self._admin_ready, 0.5, f"Kafka broker on {self.bootstrap_servers}")
 
     def _properties(self, logs: Path) -> str:
         p = self.port

@@ -19,12 +19,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
-from lakesink.devstack import (LOOPBACK, check_java, ensure_port_free, free_port, jars_dir, log_tail, port_open,
-                               register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.devstack import LOOPBACK, check_java, ensure_port_free, free_port, jars_dir, spawn, terminate, unregister_for_exit
+from lakesink.devstack.service import JvmService
 from lakesink.errors import DevStackError
 
 REGISTRY_DIR_ENV = "LAKESINK_REGISTRY_DIR"
@@ -40,13 +39,15 @@ def runner_jar(registry_dir: Path) -> Path:
     return found[-1]
 
 
-class SchemaRegistry:
+class SchemaRegistry(JvmService):
     """One Apicurio Registry process on 127.0.0.1 with the Confluent-compatible API.
 
     ``port``/``management_port``: 0 (default) picks free ports; an explicit port that is taken raises
     DevStackError. ``start_timeout``: bound on the wait until ``GET {url}/subjects`` answers 200.
     ``registry_dir``: the unpacked distribution (default ``.cache/jars/registry`` or ``$LAKESINK_REGISTRY_DIR``).
     """
+
+    failed_log_prefix = "lakesink-registry-failed"
 
     def __init__(self, port: int = 0, management_port: int = 0, *, registry_dir: str | os.PathLike | None = None,
                  heap: str = "512m", start_timeout: float = 90.0):
@@ -74,24 +75,11 @@ class SchemaRegistry:
         return self.base_url + CCOMPAT_PATH
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
     def log_path(self) -> Path:
         assert self.work_dir is not None
         return self.work_dir / "registry.log"
 
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "SchemaRegistry":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def start(self) -> "SchemaRegistry":
         """Start the registry and wait until its Confluent API answers; DevStackError (with the log tail) if not."""
         if self.running():
@@ -103,21 +91,7 @@ class SchemaRegistry:
         java = check_java()
         jar = runner_jar(self._registry_dir or jars_dir("registry", REGISTRY_DIR_ENV))
         auto_ports = not (self._req_port and self._req_management_port)
-        last_error: DevStackError | None = None
-        for _ in range(3 if auto_ports else 1):
-            try:
-                self._start_once(java, jar)
-                register_for_exit(self)
-                return self
-            except DevStackError as e:
-                last_error = e
-                bind_race = "Address already in use" in str(e) or "Port already bound" in str(e)
-                self._keep_failed_log()
-                self.stop()
-                if not (auto_ports and bind_race):
-                    break
-        assert last_error is not None
-        raise last_error
+        return self._start_retrying(lambda: self._start_once(java, jar), auto_ports, lambda: self.work_dir is not None)
 
     def _start_once(self, java: str, jar: Path) -> None:
         self.port = self._req_port or free_port()
@@ -130,29 +104,11 @@ class SchemaRegistry:
                 f"-Dquarkus.management.host={LOOPBACK}", f"-Dquarkus.management.port={self.management_port}",
                 "-jar", str(jar)]
         self._proc = spawn(argv, self.log_path, cwd=self.work_dir)
-        t0 = time.monotonic()
-        ok = wait_until(lambda: port_open(self.port), self.start_timeout, alive=self.running)
-        if ok:
-            ok = wait_until(self._api_ready, max(5.0, self.start_timeout - (time.monotonic() - t0)),
-                            interval=0.25, alive=self.running)
-        if not ok:
-            state = (f"exited with {self._proc.returncode}" if not self.running()
-                     else f"not ready after {self.start_timeout:.0f}s")
-            raise DevStackError(
-                f"Schema Registry (Apicurio) on {self.base_url} {state} (full log copied to "
-                f"{tempfile.gettempdir()}/lakesink-registry-failed-*.log); log tail:\n{log_tail(self.log_path)}")
+        self._wait_ready(self.port, self._api_ready, 0.25, f"Schema Registry (Apicurio) on {self.base_url}")
 
     def _api_ready(self) -> bool:
         with urllib.request.urlopen(self.url + "/subjects", timeout=3) as resp:
             return resp.status == 200 and isinstance(json.loads(resp.read() or b"null"), list)
-
-    def _keep_failed_log(self) -> None:
-        if self.work_dir is not None and self.log_path.exists():
-            kept = Path(tempfile.gettempdir()) / f"lakesink-registry-failed-{os.getpid()}-{int(time.time())}.log"
-            try:
-                shutil.copyfile(self.log_path, kept)
-            except OSError:
-                pass
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM the registry, SIGKILL after ``timeout`` s, remove its work dir (and log). Idempotent."""
