@@ -1,7 +1,7 @@
 """How lakesink.schemas.registry turns HTTP answers into errors: 401/403 (credentials refused, secret never
 shown), 5xx (bounded retries, then one line naming the id and URL), 404 40403 (unknown id). The answers come
 from a stdlib HTTP server that only returns a status; the registry's real behaviour is covered against
-Apicurio in tests/integration/test_registry.py."""
+Apicurio in tests/integration/test_schema_registry.py."""
 from __future__ import annotations
 
 import json
