@@ -230,7 +230,7 @@ def test_cli_restore_dry_run_json_run_text_and_bad_where(kafka, archives, tmp_pa
     cfg, topic, want = archives["blockgzip"]
     path = write_config(tmp_path, cfg.as_dict(redact=False))
     rc, out = run_cli(["--format", "json", "restore", "--config", path, "--topic-map", r"src-(.*)=copy2_\1",
-                       "--dry-run", "--master", "local[1]"])
+                       "--dry-run", "--master", "local[1]"], env_extra={"PYTHONFAULTHANDLER": "1"})
     assert rc == 0, (rc, out[-3000:])
     doc = json.loads(out.strip().splitlines()[-1])
     copy = "copy2_" + topic[len("src-"):]
