@@ -1,5 +1,3 @@
-import sys
+from lakesink.cli.process import entry_point
 
-from lakesink.cli.main import main
-
-sys.exit(main())
+entry_point()

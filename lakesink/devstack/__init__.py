@@ -279,7 +279,8 @@ def unregister_for_exit(service: object) -> None:
 
 
 @atexit.register
-def _stop_all() -> None:  # pragma: no cover - exit path
+def stop_registered() -> None:  # pragma: no cover - exit path
+    """Stop every service still registered (at interpreter exit, or before a deliberate ``os._exit``)."""
     for svc in list(_to_stop):
         try:
             svc.stop()  # type: ignore[attr-defined]
