@@ -23,6 +23,9 @@ _EXPORTS = {
     "SinkConfig": "lakesink.config",
     "Manifest": "lakesink.manifest",
     "LakesinkError": "lakesink.errors",
+    "schema_check": "lakesink.driver.schema_check",
+    "schema_history": "lakesink.driver.schema_check",
+    "SchemaCheckReport": "lakesink.driver.schema_check",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -219,3 +219,11 @@ class KafkaReadError(LakesinkError):
     """An executor could not read its planned Kafka range ``[start, end)`` (broker unreachable, the range's
     start or end no longer on the broker); the message names the topic-partition and the cause, and the
     batch commits nothing."""
+
+
+class SchemaCheckInputError(LakesinkError):
+    """Bad input to a schema check or history (``lakesink schema``): a missing or unreadable ``.avsc`` file, one
+    that is not JSON or not a valid Avro schema, a topic the job does not archive, an unknown mode. The message
+    names the file or option; the CLI exits 2 (bad usage)."""
+
+    exit_code = 2

@@ -66,6 +66,24 @@ class ImportResult:
 
 
 @dataclass
+class SchemaHistoryResult:
+    """``lakesink schema history``: the manifest's value schemas per topic."""
+
+    report: Any  # lakesink.driver.schema_check.SchemaHistoryReport
+
+
+@dataclass
+class SchemaCheckResult:
+    """``lakesink schema check``: exit 0 when the candidate is compatible, 1 when not."""
+
+    report: Any  # lakesink.driver.schema_check.SchemaCheckReport
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
+
+
+@dataclass
 class DemoResult:
     """``lakesink demo``: what the end-to-end run archived."""
 
@@ -119,7 +137,8 @@ class Output(ABC):
         if result is None:
             return
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
-                            (RestoreResult, self.restore), (ImportResult, self.manifest_import), (DemoResult, self.demo), (DevResult, self.dev)):
+                            (RestoreResult, self.restore), (ImportResult, self.manifest_import), (DemoResult, self.demo), (DevResult, self.dev),
+                            (SchemaHistoryResult, self.schema_history), (SchemaCheckResult, self.schema_check)):
             if isinstance(result, typ):
                 return method(result)
         return self.data(result)
@@ -150,6 +169,12 @@ class Output(ABC):
 
     def manifest_import(self, r: ImportResult) -> None:
         self.data(import_dict(r))
+
+    def schema_history(self, r: SchemaHistoryResult) -> None:
+        self.data(schema_history_dict(r))
+
+    def schema_check(self, r: SchemaCheckResult) -> None:
+        self.data(schema_check_dict(r))
 
     @abstractmethod
     def demo(self, r: DemoResult) -> None: ...
@@ -223,6 +248,37 @@ class TextOutput(Output):
             self._p(f"restore {rep.name!r}: {rep.produced} record(s) produced, {rep.skipped} already restored, "
                     f"{len(rep.partitions)} partition(s), {rep.seconds:.1f}s (progress in group {rep.group!r})")
 
+    def schema_history(self, r: SchemaHistoryResult) -> None:
+        head = ("topic", "subject", "version", "id", "fingerprint", "partitions", "first_offset", "last_offset",
+                "min_timestamp", "max_timestamp", "objects", "records")
+        dash = lambda v: "-" if v is None else str(v)  # noqa: E731
+        rows = [(e.topic, dash(e.subject), dash(e.version), dash(e.id), dash(e.fingerprint and e.fingerprint[:12]),
+                 ",".join(map(str, e.partitions)) or "-", dash(e.first_offset), dash(e.last_offset),
+                 dash(e.min_timestamp and e.min_timestamp.isoformat(sep=" ")),
+                 dash(e.max_timestamp and e.max_timestamp.isoformat(sep=" ")), str(e.objects), str(e.records))
+                for e in r.report.entries]
+        if not rows:
+            self._p(f"no archived objects for job {r.report.job!r}"
+                    + (f" and topic {r.report.topic!r}" if r.report.topic else ""))
+            return
+        widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+        self._p(*("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in (head, *rows)))
+
+    def schema_check(self, r: SchemaCheckResult) -> None:
+        rep = r.report
+        for w in rep.warnings:
+            self.warning(w)
+        self._p(f"topic {rep.topic}, subject {rep.subject or '-'}, mode {rep.mode}: "
+                f"{len(rep.versions)} earlier version(s)")
+        self._p(*(f"  {v.label}: {'; '.join(v.sources)}" for v in rep.versions))
+        if rep.compatible:
+            against = ", ".join(rep.compared) if rep.compared else "nothing to compare"
+            self._p(f"compatible ({rep.mode}; compared with {against})")
+        else:
+            self._p(f"INCOMPATIBLE: {len(rep.incompatibilities)} problem(s) ({rep.mode}; compared with "
+                    f"{', '.join(rep.compared)})")
+            self._p(*(f"  {i.message}" for i in rep.incompatibilities))
+
     def demo(self, r: DemoResult) -> None:
         ok = "OK" if r.ok else "MISMATCH"
         print(f"== {ok}: {r.archived} of {r.records} records archived exactly once in {r.seconds:.0f}s",
@@ -293,6 +349,29 @@ def import_dict(r: ImportResult) -> dict:
             "imported": [{**_plain(o), "uri": r.uri(o.key)} for o in rep.imported]}
 
 
+def schema_history_dict(r: SchemaHistoryResult) -> dict:
+    """The JSON form of ``lakesink schema history`` (timestamps ISO 8601, UTC)."""
+    entries = []
+    for e in r.report.entries:
+        d = _plain(e)
+        for k in ("min_timestamp", "max_timestamp"):
+            t = getattr(e, k)
+            d[k] = None if t is None else t.isoformat() + "Z"
+        entries.append(d)
+    return {"job": r.report.job, "topic": r.report.topic, "schemas": entries}
+
+
+def schema_check_dict(r: SchemaCheckResult) -> dict:
+    """The JSON form of ``lakesink schema check`` (a document for CI: ``compatible`` and every incompatibility)."""
+    rep = r.report
+    return {"compatible": rep.compatible, "topic": rep.topic, "subject": rep.subject, "mode": rep.mode,
+            "candidate_fingerprint": rep.candidate_fingerprint, "compared": rep.compared,
+            "registry_checked": rep.registry_checked,
+            "versions": [{"label": v.label, "subject": v.subject, "version": v.version, "id": v.id,
+                          "fingerprint": v.fingerprint, "sources": v.sources} for v in rep.versions],
+            "incompatibilities": _plain(rep.incompatibilities), "warnings": rep.warnings}
+
+
 def _plain(obj: Any) -> Any:
     """JSON-ready copy: dataclasses -> dicts, tuples -> lists, anything else unknown -> str."""
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -331,6 +410,12 @@ class JsonOutput(Output):
 
     def manifest_import(self, r: ImportResult) -> None:
         self._j(import_dict(r))
+
+    def schema_history(self, r: SchemaHistoryResult) -> None:
+        self._j(schema_history_dict(r))
+
+    def schema_check(self, r: SchemaCheckResult) -> None:
+        self._j(schema_check_dict(r))
 
     def demo(self, r: DemoResult) -> None:
         self._j({"ok": r.ok, "records": r.records, "archived": r.archived, "objects": r.objects,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from typing import Any
@@ -45,6 +46,14 @@ __all__ = [
     "same_schema",
     "structurally_compatible",
     "project_value",
+    "CHECK_MODES",
+    "Finding",
+    "Incompatibility",
+    "PriorSchema",
+    "explain",
+    "word",
+    "check_modes",
+    "check_candidate",
 ]
 
 
@@ -163,3 +172,231 @@ class SchemaCompatibility:
                                     f"cannot project value to schema {current.name or current.fingerprint} "
                                     f"v{current.version}: {e}") from None
         return dataclasses.replace(record, value=value, value_schema=current)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checking a candidate schema against earlier versions (``lakesink schema check``), in plain words.
+#
+# The verdict is always the Apache ``avro`` checker's (the same one ``structurally_compatible`` asks); the walk
+# below only locates and words what it found, because the checker's own result merges its messages and
+# locations into unordered sets (index paths such as ``/fields/1/type``) that cannot be paired up.
+
+#: Modes of a schema check: Confluent's, transitive variants included.
+CHECK_MODES: tuple[str, ...] = ("NONE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE",
+                                "FULL_TRANSITIVE")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a reader schema cannot read a writer schema's data (``reader_type``/``writer_type`` described)."""
+
+    path: str           # dotted field path ('' = the whole schema); '[]' = array items, '{}' = map values
+    kind: str           # type_changed | field_missing_default | enum_symbols | name_changed | fixed_size | other
+    reader_type: str
+    writer_type: str
+    detail: str = ""    # the enum symbols, the checker's message, ...
+
+
+@dataclass(frozen=True)
+class Incompatibility:
+    """A finding worded for one rule: the candidate against one earlier version (``against``)."""
+
+    rule: str           # BACKWARD | FORWARD (what failed; FULL and the transitive modes check both/all)
+    against: str        # the earlier version as named to people: "version 3", "schema id 7", "schema 1a2b3c4d"
+    path: str
+    kind: str
+    old_type: str
+    new_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PriorSchema:
+    """An earlier schema a candidate is checked against; ``label`` names it in messages (e.g. "version 3")."""
+
+    label: str
+    schema: Any
+
+
+def _describe(s: Any) -> str:
+    """A short type description: ``long``, ``long (timestamp-millis)``, ``record ex.User``, ``array<string>``,
+    ``union[null, string]``."""
+    t = s.type
+    if t == "union":
+        return "union[" + ", ".join(_describe(b) for b in s.schemas) + "]"
+    if t == "array":
+        return f"array<{_describe(s.items)}>"
+    if t == "map":
+        return f"map<{_describe(s.values)}>"
+    if t in ("record", "error", "enum"):
+        return f"{t} {s.fullname}"
+    if t == "fixed":
+        return f"fixed {s.fullname}({s.size})"
+    logical = s.props.get("logicalType") if hasattr(s, "props") else None
+    return f"{t} ({logical})" if logical else str(t)
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Two schemas the resolution rules pair up (same type; named types also by name or alias)."""
+    from avro.compatibility import schema_name_equals
+
+    if a.type != b.type:
+        return False
+    if a.type in ("record", "error", "enum", "fixed"):
+        return schema_name_equals(a, b)
+    return True
+
+
+def _join(path: str, name: str) -> str:
+    if name in ("[]", "{}"):
+        return path + name
+    return f"{path}.{name}" if path else name
+
+
+class _Explainer:
+    """Walks a reader/writer pair where the checker says they are incompatible and returns :class:`Finding` s."""
+
+    def __init__(self) -> None:
+        from avro.compatibility import ReaderWriterCompatibilityChecker
+
+        self.checker = ReaderWriterCompatibilityChecker()
+
+    def ok(self, reader: Any, writer: Any) -> bool:
+        from avro.compatibility import SchemaCompatibilityType
+
+        return self.checker.get_compatibility(reader, writer).compatibility is SchemaCompatibilityType.compatible
+
+    def walk(self, reader: Any, writer: Any, path: str = "") -> list[Finding]:
+        if self.ok(reader, writer):
+            return []
+        if reader.type == writer.type:
+            return self.same_type(reader, writer, path)
+        if writer.type == "union":
+            out: list[Finding] = []
+            others = [b for b in writer.schemas if not self.ok(reader, b)]
+            twin = next((b for b in others if _same_kind(reader, b)), None)
+            if twin is not None:
+                out += self.walk(reader, twin, path)
+            if any(b is not twin for b in others):
+                out.append(Finding(path, "type_changed", _describe(reader), _describe(writer)))
+            return out
+        if reader.type == "union":
+            twin = next((b for b in reader.schemas if _same_kind(b, writer)), None)
+            if twin is not None:
+                return self.walk(twin, writer, path)
+        return [Finding(path, "type_changed", _describe(reader), _describe(writer))]
+
+    def same_type(self, reader: Any, writer: Any, path: str) -> list[Finding]:
+        from avro.compatibility import lookup_writer_field
+
+        t, out = reader.type, []
+        if t in ("record", "error", "enum", "fixed") and not _same_kind(reader, writer):
+            out.append(Finding(path, "name_changed", reader.fullname, writer.fullname))
+        if t in ("record", "error"):
+            for field in reader.fields:
+                wf = lookup_writer_field(writer_schema=writer, reader_field=field)
+                fpath = _join(path, field.name)
+                if wf is None:
+                    if not field.has_default:
+                        out.append(Finding(fpath, "field_missing_default", _describe(field.type), "absent"))
+                else:
+                    out += self.walk(field.type, wf.type, fpath)
+        elif t == "enum":
+            default = reader.props.get("default")
+            missing = [s for s in writer.symbols if s not in reader.symbols]
+            if missing and not (default and default in reader.symbols):
+                out.append(Finding(path, "enum_symbols", _describe(reader), _describe(writer), ", ".join(missing)))
+        elif t == "fixed" and reader.size != writer.size:
+            out.append(Finding(path, "fixed_size", str(reader.size), str(writer.size)))
+        elif t == "array":
+            out += self.walk(reader.items, writer.items, _join(path, "[]"))
+        elif t == "map":
+            out += self.walk(reader.values, writer.values, _join(path, "{}"))
+        elif t == "union":
+            for branch in writer.schemas:
+                if self.ok(reader, branch):
+                    continue
+                twin = next((b for b in reader.schemas if _same_kind(b, branch)), None)
+                if twin is not None:
+                    out += self.walk(twin, branch, path)
+                else:
+                    out.append(Finding(path, "type_changed", _describe(reader), _describe(writer),
+                                       f"no branch for {_describe(branch)}"))
+                    break  # one line per union: the types say the rest
+        return out
+
+
+def explain(reader: Any, writer: Any) -> list[Finding]:
+    """Why data written with ``writer`` cannot be read with ``reader`` (empty when it can). Both are Avro schemas
+    in JSON form; the verdict is the ``avro`` checker's, the findings locate it by field path."""
+    r, w = _parsed_avro(_schema_text(reader)), _parsed_avro(_schema_text(writer))
+    ex = _Explainer()
+    if ex.ok(r, w):
+        return []
+    found = ex.walk(r, w)
+    if not found:  # a rule the walk does not word: the checker's own message
+        from avro.compatibility import ReaderWriterCompatibilityChecker
+
+        res = ReaderWriterCompatibilityChecker().get_compatibility(r, w)
+        found = [Finding("", "other", _describe(r), _describe(w), "; ".join(sorted(res.messages)))]
+    return found
+
+
+def _schema_text(schema: Any) -> str:
+    return schema if isinstance(schema, str) else json.dumps(schema, sort_keys=True)
+
+
+def _where(path: str) -> str:
+    return f"field '{path}'" if path else "the schema"
+
+
+def word(f: Finding, rule: str, against: str) -> Incompatibility:
+    """``f`` (found with the candidate as reader for BACKWARD, as writer for FORWARD) in plain words."""
+    backward = rule == "BACKWARD"
+    old, new = (f.writer_type, f.reader_type) if backward else (f.reader_type, f.writer_type)
+    why = (f"{rule}: a reader with the new schema cannot read data written with {against}" if backward else
+           f"{rule}: a reader with {against} cannot read data written with the new schema")
+    where = _where(f.path)
+    if f.kind == "field_missing_default":
+        # BACKWARD: the new schema reads a field old data lacks; FORWARD: old readers need a field the new one dropped
+        if backward:
+            text, old, new = f"{where} added without a default", "absent", f.reader_type
+        else:
+            text, old, new = f"{where} removed, and {against} gives it no default", f.reader_type, "absent"
+    elif f.kind == "enum_symbols":
+        text = f"{where}: enum symbols {'removed' if backward else 'added'}: {f.detail}"
+    elif f.kind == "name_changed":
+        text = f"{where}: name changed {old} → {new}"
+    elif f.kind == "fixed_size":
+        text = f"{where}: fixed size changed {old} → {new}"
+    elif f.kind == "other":
+        text = f"{where}: {f.detail}"
+    else:
+        text = f"{where}: type changed {old} → {new}" + (f" ({f.detail})" if f.detail else "")
+    return Incompatibility(rule, against, f.path, f.kind, old, new, f"{text} ({why})")
+
+
+def check_modes(mode: str) -> tuple[tuple[str, ...], bool]:
+    """The rules a mode checks (BACKWARD and/or FORWARD) and whether against every earlier version."""
+    m = mode.upper()
+    if m not in CHECK_MODES:
+        from lakesink.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"unknown compatibility mode {mode!r}; expected one of {', '.join(CHECK_MODES)}")
+    base, transitive = m.removesuffix("_TRANSITIVE"), m.endswith("_TRANSITIVE")
+    rules = {"NONE": (), "BACKWARD": ("BACKWARD",), "FORWARD": ("FORWARD",), "FULL": ("BACKWARD", "FORWARD")}[base]
+    return rules, transitive
+
+
+def check_candidate(candidate: Any, priors: list[PriorSchema], mode: str) -> list[Incompatibility]:
+    """Every incompatibility of ``candidate`` with ``priors`` (oldest first) under ``mode``: non-transitive modes
+    compare with the latest prior only, transitive ones with all; BACKWARD reads old data with the candidate,
+    FORWARD reads the candidate's data with the old schema, FULL both."""
+    rules, transitive = check_modes(mode)
+    targets = priors if transitive else priors[-1:]
+    out: list[Incompatibility] = []
+    for prior in targets:
+        for rule in rules:
+            reader, writer = (candidate, prior.schema) if rule == "BACKWARD" else (prior.schema, candidate)
+            out += [word(f, rule, prior.label) for f in explain(reader, writer)]
+    return out

@@ -267,6 +267,27 @@ class RegistryClient:
             self._lookups[key] = version
         return version
 
+    def subject_schemas(self, subject: str) -> list[tuple[int, RegisteredSchema]]:
+        """Every (version, schema) registered under ``subject``, oldest first; empty when the subject is unknown
+        (error 40401). Not cached: a schema check wants the registry's current answer. Raises RegistryAuthError,
+        RegistryError."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        what = f"listing the versions of subject {subject!r}"
+        try:
+            versions = self._call(lambda: self.client.get_versions(subject), what, -1, passthrough=SchemaRegistryError)
+        except SchemaRegistryError as e:
+            if e.http_status_code == 404:
+                return []
+            raise self._translate(e, what, -1) from None
+        out = []
+        for v in sorted(int(x) for x in versions):
+            r = self._call(lambda v=v: self.client.get_version(subject, v), f"fetching version {v} of {subject!r}", -1)
+            refs = tuple((x.name, x.subject, x.version) for x in (r.schema.references or ()))
+            out.append((v, RegisteredSchema(int(r.schema_id), (r.schema.schema_type or "AVRO").upper(),
+                                            r.schema.schema_str, refs)))
+        return out
+
     # -- errors
 
     def _call(self, fn, what: str, schema_id: int, passthrough: type | tuple = (), by_id: bool = False):

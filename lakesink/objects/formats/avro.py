@@ -336,3 +336,33 @@ class AvroWriter(FormatWriter):
             raise EmptyFileError("Avro writer closed with no record: the writer schema comes from the first record")
         self._flush_raw()
         self._w.flush()
+
+
+AVRO_MAGIC = b"Obj\x01"
+
+
+def header_schema(data: bytes) -> Any | None:
+    """The writer schema in the container header at the start of ``data`` (the first bytes of an Avro object
+    file); None when ``data`` ends inside the header (read more and ask again). Raises CorruptObjectError
+    when ``data`` is not an Avro container."""
+    from fastavro.read import HEADER_SCHEMA
+
+    from lakesink.errors import CorruptObjectError
+
+    if len(data) < len(AVRO_MAGIC):
+        return None
+    if data[:4] != AVRO_MAGIC:
+        raise CorruptObjectError("not an Avro object container file (no 'Obj\\x01' magic)")
+    try:
+        header = fastavro.schemaless_reader(io.BytesIO(data), HEADER_SCHEMA, None)
+    except (EOFError, StopIteration, IndexError):  # fastavro's readers end a truncated buffer in several ways
+        return None
+    except Exception as e:  # noqa: BLE001 - fastavro raises ValueError, UnicodeDecodeError, ...
+        raise CorruptObjectError(f"unreadable Avro container header: {e}") from None
+    text = header["meta"].get("avro.schema")
+    if text is None:
+        raise CorruptObjectError("Avro container header without 'avro.schema'")
+    try:
+        return json.loads(text.decode("utf-8"))
+    except ValueError as e:
+        raise CorruptObjectError(f"Avro container header's schema is not JSON: {e}") from None

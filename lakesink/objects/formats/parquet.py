@@ -354,3 +354,28 @@ class ParquetFormatWriter(FormatWriter):
             raise EmptyFileError("Parquet writer closed with no record: the schema comes from the first record")
         self._flush_rows()
         self._pw.close()
+
+
+#: The footer key parquet-avro (and this format) stores the Avro schema under.
+AVRO_SCHEMA_KEY = b"parquet.avro.schema"
+
+
+def footer_avro_schema(source: Any) -> Any | None:
+    """The Avro schema in a Parquet file's footer (``parquet.avro.schema``), None when the file has none.
+    ``source``: a seekable binary file object; pyarrow reads only the footer (the last bytes, then the
+    rest of the footer if it is longer)."""
+    import pyarrow.parquet as pq
+
+    from lakesink.errors import CorruptObjectError
+
+    try:
+        meta = pq.read_metadata(source).metadata or {}
+    except Exception as e:  # noqa: BLE001 - ArrowInvalid for a non-Parquet file, OSError from the source
+        raise CorruptObjectError(f"unreadable Parquet footer: {e}") from None
+    text = meta.get(AVRO_SCHEMA_KEY)
+    if text is None:
+        return None
+    try:
+        return json.loads(text.decode("utf-8"))
+    except ValueError as e:
+        raise CorruptObjectError(f"Parquet footer's {AVRO_SCHEMA_KEY.decode()} is not JSON: {e}") from None

@@ -1,0 +1,102 @@
+"""Queries over manifest rows that need no engine: plain Python over an Arrow table (``DeltaRsManifest.arrow``) or
+over :class:`~lakesink.manifest.rows.ManifestRow` objects (or dicts, e.g. Spark ``Row.asDict()``).
+
+:func:`schema_history`: per topic and value schema (subject, version, id, fingerprint), the offsets and record
+timestamps its objects cover and how many objects carry it (issue #11 item 4).
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from lakesink.manifest.rows import OBJECT
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = ["HISTORY_COLUMNS", "SchemaHistoryEntry", "schema_history", "row_dicts", "naive_utc"]
+
+#: The manifest columns :func:`schema_history` reads (pass them to ``DeltaRsManifest.arrow``).
+HISTORY_COLUMNS = ["topic", "kafka_partition", "kind", "first_offset", "last_offset", "record_count", "object_key",
+                   "format", "size_bytes", "etag", "version_id", "min_timestamp", "max_timestamp", "schema_subject",
+                   "schema_id", "schema_version", "schema_fingerprint"]
+
+
+@dataclass
+class SchemaHistoryEntry:
+    """One value schema of one topic as the archive holds it. Offsets are per Kafka partition, so
+    ``first_offset``/``last_offset`` are the smallest first and largest last offset over the partitions listed
+    in ``partitions``. A schema-less object (JSON/bytes without a schema) is an entry with every schema field None."""
+
+    topic: str
+    subject: str | None
+    version: int | None
+    id: int | None
+    fingerprint: str | None
+    first_offset: int | None
+    last_offset: int | None
+    min_timestamp: dt.datetime | None
+    max_timestamp: dt.datetime | None
+    objects: int
+    records: int
+    partitions: list[int] = field(default_factory=list)
+
+
+def row_dicts(rows: "pa.Table | Iterable[Any]") -> list[dict[str, Any]]:
+    """Manifest rows as dicts, from an Arrow table, ManifestRow objects or dicts."""
+    if hasattr(rows, "to_pylist") and hasattr(rows, "schema"):
+        return rows.to_pylist()
+    out = []
+    for r in rows:
+        if isinstance(r, dict):
+            out.append(r)
+        elif hasattr(r, "asDict"):
+            out.append(r.asDict())
+        else:
+            out.append({k: getattr(r, k, None) for k in HISTORY_COLUMNS})
+    return out
+
+
+def naive_utc(t: Any) -> dt.datetime | None:
+    """Timestamps compare as naive UTC (Arrow gives aware datetimes, ManifestRow naive ones)."""
+    if t is None:
+        return None
+    return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo is not None else t
+
+
+def _min(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def schema_history(rows: "pa.Table | Iterable[Any]", topic: str | None = None) -> list[SchemaHistoryEntry]:
+    """Per topic and value schema: offsets, timestamps, objects and records of the object rows in ``rows`` (only
+    ``topic``'s when given). Ordered by topic, then version, then the earliest record timestamp seen."""
+    groups: dict[tuple, SchemaHistoryEntry] = {}
+    for r in row_dicts(rows):
+        if r.get("kind", OBJECT) != OBJECT or (topic is not None and r["topic"] != topic):
+            continue
+        key = (r["topic"], r.get("schema_subject"), r.get("schema_version"), r.get("schema_id"),
+               r.get("schema_fingerprint"))
+        e = groups.get(key)
+        if e is None:
+            e = groups[key] = SchemaHistoryEntry(*key, first_offset=None, last_offset=None, min_timestamp=None,
+                                                 max_timestamp=None, objects=0, records=0)
+        e.first_offset = _min(e.first_offset, r.get("first_offset"))
+        e.last_offset = _max(e.last_offset, r.get("last_offset"))
+        e.min_timestamp = _min(e.min_timestamp, naive_utc(r.get("min_timestamp")))
+        e.max_timestamp = _max(e.max_timestamp, naive_utc(r.get("max_timestamp")))
+        e.objects += 1
+        e.records += int(r.get("record_count") or 0)
+        if r.get("kafka_partition") is not None and r["kafka_partition"] not in e.partitions:
+            e.partitions.append(r["kafka_partition"])
+    for e in groups.values():
+        e.partitions.sort()
+    epoch = dt.datetime(1970, 1, 1)
+    return sorted(groups.values(), key=lambda e: (
+        e.topic, e.version is None, e.version or 0, e.min_timestamp is None, e.min_timestamp or epoch,
+        e.first_offset if e.first_offset is not None else -1))
