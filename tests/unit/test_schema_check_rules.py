@@ -1,5 +1,6 @@
-"""`lakesink schema check` logic without services: the plain-words incompatibilities, the modes (transitive or not),
-schema_history over manifest rows, the header/footer readers and the candidate parsing (bad input → exit 2)."""
+"""`lakesink schema check` logic without services: the plain-words incompatibilities, the modes (transitive or
+not), schema_history over manifest rows, the header/footer readers and the candidate parsing (bad input → exit 2).
+(A basename of its own: tests/integration/test_schema_check.py runs the commands; pytest refuses two of one name.)"""
 from __future__ import annotations
 
 import io
