@@ -143,7 +143,10 @@ class DeltaRsManifest:
             for c, _, v in filters:
                 e = pc.field(c) == v
                 expr = e if expr is None else expr & e
-            return ds.to_table(columns=columns, filter=expr)
+            # no scan threads: Arrow threads over delta-rs's Python filesystem can abort the interpreter when it
+            # exits ("terminate called without an active exception", ~1 process in 20 here); manifest reads are
+            # a few files, so threads would buy little
+            return ds.to_table(columns=columns, filter=expr, use_threads=False)
         except ManifestError:
             raise
         except Exception as e:  # noqa: BLE001
