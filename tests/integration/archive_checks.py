@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections import defaultdict
 
 from lakesink import wiring
@@ -258,3 +260,29 @@ def process_tree(pgid: int) -> list[int]:
         tree |= more
         grew = bool(more)
     return sorted(p for p in tree if p in parent)
+
+
+def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_committed") -> list[tuple]:
+    """Every record of ``topic``-``partition`` visible at ``isolation``: (key, value, headers, timestamp, type)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
+                  "auto.offset.reset": "earliest"})
+    out = []
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise AssertionError(m.error().str())
+            out.append((m.key(), m.value(), list(m.headers() or []), m.timestamp()[1],
+                        m.timestamp()[0]))
+        raise AssertionError("no end of partition within 60 s")
+    finally:
+        c.close()

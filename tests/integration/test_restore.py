@@ -18,7 +18,7 @@ import uuid
 
 import fastavro
 import pytest
-from archive_checks import base_config, produce, run_cli, write_config
+from archive_checks import base_config, consume, run_cli, write_config
 
 import lakesink
 from lakesink.config import SinkConfig
@@ -91,30 +91,6 @@ def archives(spark, kafka, s3):
         assert res.records == N, (fmt, res.summary())
         out[fmt] = (cfg, topic, want)
     return out
-
-
-def consume(kafka, topic: str, partition: int) -> list[tuple]:
-    """Every read_committed record of ``topic``-``partition``: (key, value, headers, timestamp, type)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": "read_committed"})
-    out = []
-    try:
-        c.assign([TopicPartition(topic, partition, 0)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            m = c.poll(1.0)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise AssertionError(m.error().str())
-            out.append((m.key(), m.value(), list(m.headers() or []), m.timestamp()[1], m.timestamp()[0]))
-        raise AssertionError("no end of partition within 60 s")
-    finally:
-        c.close()
 
 
 def end_offsets(kafka, topic: str, partitions: int = 2) -> list[int]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from archive_checks import consume
 
 from lakesink import wiring
 from lakesink.config import SinkConfig
@@ -79,32 +80,6 @@ def create_topic(kafka, partitions: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     return name
-
-
-def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_committed") -> list[tuple]:
-    """Every record of ``topic``-``partition`` visible at ``isolation``: (key, value, headers, timestamp, type)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
-                  "auto.offset.reset": "earliest"})
-    out = []
-    try:
-        c.assign([TopicPartition(topic, partition, 0)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            m = c.poll(1.0)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise AssertionError(m.error().str())
-            out.append((m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])], m.timestamp()[1],
-                        m.timestamp()[0]))
-        raise AssertionError("no end of partition within 60 s")
-    finally:
-        c.close()
 
 
 def wanted(records: list[tuple]) -> list[tuple]:
