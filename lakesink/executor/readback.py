@@ -48,6 +48,7 @@ from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgume
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
                              RecordCountMismatchError)
 from lakesink.objects.formats.base import RecordView
+from lakesink.manifest.rows import to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
            "read_records", "record_bytes_rules"]
@@ -78,16 +79,12 @@ def row_getter(row: Any):
     return get
 
 
-_EPOCH = dt.datetime(1970, 1, 1)
-
-
 def _ms(v: Any) -> int | None:
-    """Epoch ms of a manifest timestamp: a naive-UTC or aware datetime (Spark, ManifestRow) or ms already (JSON)."""
+    """Epoch ms of a manifest timestamp: a datetime (Spark, ManifestRow) or ms already (JSON)."""
     if v is None or isinstance(v, int):
         return v
     if isinstance(v, dt.datetime):
-        naive = v if v.tzinfo is None else v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return (naive - _EPOCH) // dt.timedelta(milliseconds=1)
+        return to_ms(v)
     raise ManifestRowError(f"manifest timestamp {v!r} is neither a datetime nor epoch milliseconds")
 
 

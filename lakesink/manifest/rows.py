@@ -136,7 +136,7 @@ class ManifestRow:
         out = dataclasses.asdict(self)
         for k in _TIMESTAMPS:
             if out[k] is not None:
-                out[k] = _to_ms(out[k])
+                out[k] = to_ms(out[k])
         return out
 
     @classmethod
@@ -188,7 +188,8 @@ def skipped_row(topic: str, partition: int, range_start: int, range_end: int, no
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
-def _to_ms(t: dt.datetime) -> int:
+def to_ms(t: dt.datetime) -> int:
+    """Epoch milliseconds of a manifest timestamp (naive UTC, as Spark returns it, or timezone-aware)."""
     naive = t if t.tzinfo is None else t.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return (naive - _EPOCH) // dt.timedelta(milliseconds=1)
 
