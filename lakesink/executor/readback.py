@@ -49,6 +49,7 @@ from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgume
                              RecordCountMismatchError)
 from lakesink.objects.formats.base import RecordView
 from lakesink.manifest.rows import to_ms
+from lakesink.schemas.avro import value_converter
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
            "read_records", "record_bytes_rules"]
@@ -291,52 +292,6 @@ def _avro_values(data: bytes, obj: ArchivedObject) -> list[bytes]:
     return out
 
 
-def _map_fixer(schema: Any):
-    """A converter turning Arrow's maps (lists of (key, value) pairs) back into dicts inside values of
-    ``schema``, or None when the schema has no map."""
-    def compile_(s: Any):
-        if isinstance(s, list):
-            convs = [compile_(b) for b in s if b != "null"]
-            c = next((c for c in convs if c is not None), None)
-            return None if c is None else (lambda v, c=c: v if v is None else c(v))
-        if isinstance(s, str):
-            return None
-        t = s.get("type")
-        if isinstance(t, (dict, list)):
-            return compile_(t)
-        if t == "record":
-            convs = [(f["name"], compile_(f["type"])) for f in s["fields"]]
-            convs = [(n, c) for n, c in convs if c is not None]
-            if not convs:
-                return None
-
-            def rec(v, convs=convs):
-                if v is None:
-                    return v
-                for n, c in convs:
-                    if n in v:
-                        v[n] = c(v[n])
-                return v
-            return rec
-        if t == "array":
-            c = compile_(s["items"])
-            return None if c is None else (lambda v, c=c: v if v is None else [c(x) for x in v])
-        if t == "map":
-            c = compile_(s["values"])
-
-            def mp(v, c=c):
-                if v is None:
-                    return v
-                pairs = v.items() if isinstance(v, dict) else v
-                return {k: (x if c is None else c(x)) for k, x in pairs}
-            return mp
-        return None
-
-    from fastavro.schema import expand_schema
-
-    return compile_(expand_schema(schema))
-
-
 def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
     """Each row re-encoded as Avro binary with the file's ``parquet.avro.schema``."""
     import fastavro
@@ -348,7 +303,7 @@ def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
         raise CorruptObjectError(f"{obj.object_key}: the Parquet file has no parquet.avro.schema footer")
     avro = json.loads(text)
     parsed = fastavro.parse_schema(avro)  # with logical types: the reader returns Decimals for decimals
-    fix = _map_fixer(avro)
+    fix = value_converter(avro, lambda node: None, maps_from_pairs=True)  # Arrow maps back to dicts
     write = fastavro.schemaless_writer
     prefix = _wire(obj)
     out: list[bytes] = []

@@ -160,19 +160,21 @@ def raw_parsed_schema(avro: Any) -> Any:
 Converter = Callable[[Any], Any]
 
 
-def value_converter(schema: Any, leaf: Callable[[dict], Converter | None]) -> Converter | None:
+def value_converter(schema: Any, leaf: Callable[[dict], Converter | None],
+                    maps_from_pairs: bool = False) -> Converter | None:
     """Compile a function applying ``leaf(node)`` converters inside values of ``schema``.
 
     ``leaf`` is asked about every dict schema node with a ``logicalType`` and returns a converter
-    or None. The result is None when nothing in the schema needs converting (callers then skip the
-    walk entirely: the common case costs nothing).
+    or None. ``maps_from_pairs``: values of map nodes may come as lists of (key, value) pairs (Arrow's
+    maps) and are turned into dicts. The result is None when nothing in the schema needs converting
+    (callers then skip the walk entirely: the common case costs nothing).
     """
-    return _compile(expand_schema(copy.deepcopy(schema)), leaf)
+    return _compile(expand_schema(copy.deepcopy(schema)), leaf, maps_from_pairs)
 
 
-def _compile(s: Any, leaf) -> Converter | None:
+def _compile(s: Any, leaf, pairs: bool = False) -> Converter | None:
     if isinstance(s, list):
-        return _compile_union(s, leaf)
+        return _compile_union(s, leaf, pairs)
     if isinstance(s, str):
         return None
     t = s.get("type")
@@ -181,9 +183,9 @@ def _compile(s: Any, leaf) -> Converter | None:
         if conv is not None:
             return conv
     if isinstance(t, (dict, list)):
-        return _compile(t, leaf)
+        return _compile(t, leaf, pairs)
     if t == "record":
-        convs = [(f["name"], _compile(f["type"], leaf)) for f in s["fields"]]
+        convs = [(f["name"], _compile(f["type"], leaf, pairs)) for f in s["fields"]]
         convs = [(n, c) for n, c in convs if c is not None]
         if not convs:
             return None
@@ -199,10 +201,13 @@ def _compile(s: Any, leaf) -> Converter | None:
 
         return conv_record
     if t == "array":
-        c = _compile(s["items"], leaf)
+        c = _compile(s["items"], leaf, pairs)
         return None if c is None else (lambda v, c=c: v if v is None else [c(x) for x in v])
     if t == "map":
-        c = _compile(s["values"], leaf)
+        c = _compile(s["values"], leaf, pairs)
+        if pairs:
+            return lambda v, c=c: v if v is None else {
+                k: (x if c is None else c(x)) for k, x in (v.items() if isinstance(v, dict) else v)}
         return None if c is None else (lambda v, c=c: v if v is None else {k: c(x) for k, x in v.items()})
     return None
 
@@ -214,13 +219,14 @@ _PY_TYPES = {
 }
 
 
-def _compile_union(branches: list, leaf) -> Converter | None:
+def _compile_union(branches: list, leaf, pairs: bool = False) -> Converter | None:
     convs = []
     for b in branches:
-        c = _compile(b, leaf)
+        c = _compile(b, leaf, pairs)
         if c is not None:
             t = b if isinstance(b, str) else b.get("type")
-            convs.append((_PY_TYPES.get(t, object) if isinstance(t, str) else object, c))
+            pytype = (dict, list) if pairs and t == "map" else _PY_TYPES.get(t, object) if isinstance(t, str) else object
+            convs.append((pytype, c))
     if not convs:
         return None
 
