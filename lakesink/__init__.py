@@ -1,6 +1,6 @@
 """lakesink: Kafka → S3 archives with Confluent S3-sink naming and a Delta manifest.
 
-The notebook API is importable from here (``from lakesink import run, read_archive, restore, get_spark, load_config``); each
+The notebook API is importable from here (``from lakesink import run, read_archive, restore, sql, status, get_spark, load_config``); each
 name is loaded on first use, so ``import lakesink`` stays cheap (no Spark, no boto3)."""
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ _EXPORTS = {
     "schema_check": "lakesink.driver.schema_check",
     "schema_history": "lakesink.driver.schema_check",
     "SchemaCheckReport": "lakesink.driver.schema_check",
+    "sql": "lakesink.driver.sql",
+    "register_views": "lakesink.driver.sql",
+    "status": "lakesink.driver.status",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -18,11 +18,11 @@ import sys
 import traceback
 
 from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
-from lakesink.cli import schema
+from lakesink.cli import schema, sql, status
 from lakesink.cli.output import FORMATS, Output, make_output
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
-COMMAND_REGISTRARS.append(schema.add_parser)
+COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

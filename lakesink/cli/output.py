@@ -84,6 +84,27 @@ class SchemaCheckResult:
 
 
 @dataclass
+class TableResult:
+    """``lakesink sql``: a query's columns and rows (Python values), printed as an aligned table, JSON or CSV."""
+
+    columns: list[str]
+    rows: list[tuple]
+    notes: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+
+@dataclass
+class StatusResult:
+    """``lakesink status``: exit 0 when healthy, 1 past a threshold."""
+
+    report: Any  # lakesink.driver.status.StatusReport
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
+
+
+@dataclass
 class DemoResult:
     """``lakesink demo``: what the end-to-end run archived."""
 
@@ -138,7 +159,8 @@ class Output(ABC):
             return
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
                             (RestoreResult, self.restore), (ImportResult, self.manifest_import), (DemoResult, self.demo), (DevResult, self.dev),
-                            (SchemaHistoryResult, self.schema_history), (SchemaCheckResult, self.schema_check)):
+                            (SchemaHistoryResult, self.schema_history), (SchemaCheckResult, self.schema_check),
+                            (TableResult, self.table), (StatusResult, self.status)):
             if isinstance(result, typ):
                 return method(result)
         return self.data(result)
@@ -175,6 +197,14 @@ class Output(ABC):
 
     def schema_check(self, r: SchemaCheckResult) -> None:
         self.data(schema_check_dict(r))
+
+    def table(self, r: TableResult) -> None:
+        rows = [{c: (v.asDict(recursive=True) if hasattr(v, "asDict") else v) for c, v in zip(r.columns, row)}
+                for row in r.rows]
+        self.data({"columns": r.columns, "rows": rows, "notes": r.notes})
+
+    def status(self, r: StatusResult) -> None:
+        self.data(status_dict(r))
 
     @abstractmethod
     def demo(self, r: DemoResult) -> None: ...
@@ -279,6 +309,20 @@ class TextOutput(Output):
                     f"{', '.join(rep.compared)})")
             self._p(*(f"  {i.message}" for i in rep.incompatibilities))
 
+    def table(self, r: TableResult) -> None:
+        self._p(*aligned(r.columns, [[cell_text(v) for v in row] for row in r.rows]))
+        self._p(f"({len(r.rows)} row{'' if len(r.rows) == 1 else 's'})", *r.notes)
+
+    def status(self, r: StatusResult) -> None:
+        rep = r.report
+        cols, rows = status_table(rep)
+        if rows:
+            self._p(*aligned(cols, [[cell_text(v) for v in row] for row in rows]))
+        state = "OK" if rep.healthy else f"UNHEALTHY ({len(rep.problems)} problem(s))"
+        self._p(f"job {rep.job!r}: {state}; {len(rep.partitions)} partition(s), lag {rep.total_lag} record(s), "
+                f"{rep.orphans} orphan object(s)")
+        self._p(*(f"  {p}" for p in rep.problems))
+
     def demo(self, r: DemoResult) -> None:
         ok = "OK" if r.ok else "MISMATCH"
         print(f"== {ok}: {r.archived} of {r.records} records archived exactly once in {r.seconds:.0f}s",
@@ -306,6 +350,56 @@ class TextOutput(Output):
 
     def data(self, obj: Any) -> None:
         self._p(str(obj))
+
+
+def cell_text(v: Any) -> str:
+    """A value as one table cell: NULL for None, ISO time for datetimes, JSON for lists/dicts/rows."""
+    import datetime as dt
+
+    if v is None:
+        return "NULL"
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ")
+    if hasattr(v, "asDict"):
+        v = v.asDict(recursive=True)
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(_plain(v), default=str)
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return str(v)
+
+
+def aligned(columns: list[str], rows: list[list[str]]) -> list[str]:
+    """Lines of an aligned text table (header, dashes, rows); numbers are right-aligned."""
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    numeric = [bool(rows) and all(r[i].lstrip("-").replace(".", "", 1).isdigit() or r[i] == "NULL" for r in rows)
+               for i in range(len(columns))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+    return [line(list(columns)), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+STATUS_COLUMNS = ["topic", "partition", "committed_offset", "end_offset", "lag", "last_commit_at",
+                  "last_commit_age_s", "orphans", "problems"]
+
+
+def status_table(rep: Any) -> tuple[list[str], list[list[Any]]]:
+    """``lakesink status`` as columns and rows (the text and CSV forms)."""
+    rows = [[p.topic, p.partition, p.committed_offset, p.end_offset, p.lag, p.last_commit_at,
+             None if p.last_commit_age_s is None else round(p.last_commit_age_s), p.orphans,
+             "; ".join(p.problems) or None] for p in rep.partitions]
+    return STATUS_COLUMNS, rows
+
+
+def status_dict(r: "StatusResult") -> dict:
+    """The JSON form of ``lakesink status``."""
+    rep = r.report
+    return {"job": rep.job, "manifest": rep.manifest, "healthy": rep.healthy, "problems": rep.problems,
+            "total_lag": rep.total_lag, "orphans": rep.orphans, "orphans_unplaced": rep.orphans_unplaced,
+            "thresholds": _plain(rep.thresholds), "seconds": round(rep.seconds, 3),
+            "partitions": [{**_plain(p), "last_commit_at": None if p.last_commit_at is None
+                            else p.last_commit_at.isoformat() + "Z"} for p in rep.partitions]}
 
 
 def batch_dict(res: Any) -> dict:
@@ -433,7 +527,26 @@ class JsonOutput(Output):
         self._j({"error": {"type": type(ex).__name__, "message": str(ex), "internal": internal}})
 
 
-FORMATS: dict[str, type[Output]] = {"text": TextOutput, "json": JsonOutput}
+class CsvOutput(JsonOutput):
+    """CSV for tabular results (``sql``, ``status``: a header row, then one row per result row); every other
+    result is printed as :class:`JsonOutput` prints it."""
+
+    def _csv(self, columns: list[str], rows: list[list[Any]]) -> None:
+        import csv
+
+        w = csv.writer(self.out, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([["" if v is None else cell_text(v) for v in row] for row in rows])
+        self.out.flush()
+
+    def table(self, r: TableResult) -> None:
+        self._csv(r.columns, [list(row) for row in r.rows])
+
+    def status(self, r: StatusResult) -> None:
+        self._csv(*status_table(r.report))
+
+
+FORMATS: dict[str, type[Output]] = {"text": TextOutput, "json": JsonOutput, "csv": CsvOutput}
 
 
 def make_output(name: str) -> Output:

@@ -21,10 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def session(cfg, master: str | None):
-    """The Spark session for ``cfg`` (S3A settings from the config)."""
+    """The Spark session for ``cfg`` (S3A settings from the config), for a CLI command."""
     from lakesink import wiring
     from lakesink.spark import get_spark
 
+    quiet_query_error_loggers()
     return get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg))
 
 
@@ -57,6 +58,17 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
                       on_batch=on_batch)
     return SinkResult(batches=batches)
+
+
+def quiet_query_error_loggers() -> None:
+    """PySpark logs every SQL analysis error as a JSON line on stderr before raising it; the CLI reports the
+    error itself in one line (``--debug`` adds the traceback), so those loggers are silenced here."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def seconds_since_process_start() -> float:

@@ -421,15 +421,15 @@ def run(spark, config, *, once: bool = True, interval_s: float = 30.0, flush_tai
     return SinkJob(spark, cfg).run(once=once, interval_s=interval_s, flush_tail=flush_tail, stop=stop)
 
 
-def parse_interval(text: str) -> float:
-    """'30s', '5m', '1h', '250ms' or plain seconds → seconds."""
+def parse_interval(text: str, what: str = "--interval") -> float:
+    """'30s', '5m', '1h', '250ms' or plain seconds → seconds; ``what`` names the option in the error."""
     t = text.strip().lower()
     for suffix, mult in (("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)):
         if t.endswith(suffix) and t[: -len(suffix)].replace(".", "", 1).isdigit():
             return float(t[: -len(suffix)]) * mult
     if t.replace(".", "", 1).isdigit():
         return float(t)
-    raise LakesinkError(f"--interval {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
+    raise LakesinkError(f"{what} {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
 
 
 __all__ = ["SinkJob", "BatchResult", "PartitionPlan", "run", "parse_interval", "executor_error"]

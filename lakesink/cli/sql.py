@@ -1,0 +1,36 @@
+"""`lakesink sql --config FILE "SELECT …"`: Spark SQL over the manifest and its views."""
+from __future__ import annotations
+
+import argparse
+
+from lakesink.cli.output import TableResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sql", help="run Spark SQL over the manifest (table `manifest`; views committed_offsets, objects, "
+                    "schema_history, gaps, lag)",
+        description="Run a Spark SQL query with the job's manifest registered as `manifest` and the views "
+                    "committed_offsets, objects, schema_history, gaps and lag (lag asks the broker for end "
+                    "offsets; the others read only the manifest). See docs/sql.md for examples.")
+    p.add_argument("--config", required=True, help="the job's connector config")
+    p.add_argument("query", help="the SQL query")
+    p.add_argument("--limit", type=int, default=1000, help="print at most this many rows (default 1000; 0: all)")
+    p.add_argument("--master", default=None, help="Spark master for a local run")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, output) -> TableResult:
+    from lakesink.cli.sink import session
+    from lakesink.config import load_config
+    from lakesink.driver.sql import run_query
+    from lakesink.errors import InvalidArgumentError
+
+    if args.limit < 0:
+        raise InvalidArgumentError(f"--limit {args.limit}: must be 0 (all rows) or more")
+    if not args.query.strip():
+        raise InvalidArgumentError("the SQL query is empty")
+    cfg = load_config(args.config)
+    spark = session(cfg, args.master)
+    res = run_query(spark, cfg, args.query, limit=args.limit or None)
+    return TableResult(res.columns, res.rows, res.notes)

@@ -1,0 +1,36 @@
+"""`lakesink status --config FILE [--max-lag N] [--max-age 15m]`: lag and health of one job, for schedulers."""
+from __future__ import annotations
+
+import argparse
+
+from lakesink.cli.output import StatusResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "status", help="per topic-partition: committed offset, end offset, lag, last commit age, orphans; "
+                       "exit 1 past --max-lag/--max-age",
+        description="Health of one job. Exit status 0 when healthy; 1 when a partition is more than --max-lag "
+                    "records behind, has records waiting and its last commit is older than --max-age, or no "
+                    "longer exists on the broker. No Spark session is started for a path manifest.")
+    p.add_argument("--config", required=True, help="the job's connector config")
+    p.add_argument("--max-lag", type=int, default=None, metavar="N", help="unhealthy past N records behind")
+    p.add_argument("--max-age", default=None, metavar="DURATION",
+                   help="unhealthy when records are waiting and the last commit is older (30s, 15m, 2h)")
+    p.add_argument("--master", default=None, help="Spark master (only a catalog-table manifest needs Spark)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, output) -> StatusResult:
+    from lakesink.cli.sink import session
+    from lakesink.config import load_config
+    from lakesink.driver.sink import parse_interval
+    from lakesink.driver.status import Thresholds, status
+    from lakesink.errors import InvalidArgumentError
+
+    if args.max_lag is not None and args.max_lag < 0:
+        raise InvalidArgumentError(f"--max-lag {args.max_lag}: must be 0 or more")
+    max_age = None if args.max_age is None else parse_interval(args.max_age, "--max-age")
+    cfg = load_config(args.config)
+    spark = lambda: session(cfg, args.master)  # noqa: E731 - only a catalog-table manifest needs Spark
+    return StatusResult(status(cfg, Thresholds(args.max_lag, max_age), spark=spark))

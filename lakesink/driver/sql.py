@@ -1,0 +1,110 @@
+"""Spark SQL over the manifest: the ``manifest`` table and the views of :mod:`lakesink.manifest.views`.
+
+``register_views(spark, config)`` registers them as temp views in a session (notebooks then use
+``spark.sql``); ``sql(spark, config, query)`` returns the query's DataFrame; ``run_query`` collects it for the
+CLI. The broker is contacted only when ``lag`` (or ``end_offsets``) is registered, so queries over the
+manifest alone work with the broker down.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakesink.driver.archive import manifest_frame, query_error_line, resolve_source
+from lakesink.errors import ArchiveQueryError
+from lakesink.manifest.views import END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, VIEWS, needs_broker
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakesink.config import SinkConfig
+
+__all__ = ["QueryResult", "register_views", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT"]
+
+DEFAULT_LIMIT = 1000
+
+
+@dataclass
+class QueryResult:
+    """A collected query: column names, rows (tuples of Python values) and whether ``limit`` cut it."""
+
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def end_offset_rows(cfg: "SinkConfig", topics: set[str]) -> list[tuple]:
+    """``(job, topic, partition, earliest, end)`` from the broker for the job's configured topics plus
+    ``topics`` (those its manifest rows name) that still exist."""
+    from lakesink.driver.kafka_admin import KafkaMetadata
+
+    md = KafkaMetadata(cfg.kafka_options)
+    configured = md.resolve_topics(cfg.topics, cfg.topics_regex) if (cfg.topics or cfg.topics_regex) else []
+    existing = set(md.resolve_topics(None, ".*"))
+    names = sorted(set(configured) | (set(topics) & existing))
+    snap = md.snapshot(names) if names else None
+    rows = []
+    for (topic, part), b in sorted((snap.bounds if snap else {}).items()):
+        rows.append((cfg.name, topic, part, b.earliest, b.latest))
+    return rows
+
+
+def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: Any = None,
+                   with_lag: bool = True) -> list[str]:
+    """Register ``manifest`` and every view as session temp views; returns their names.
+
+    ``with_lag=False`` leaves out ``end_offsets`` and ``lag`` (no broker call)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, IntegerType
+
+    cfg, manifest = resolve_source(spark, config_or_manifest, config)
+    mdf = manifest_frame(spark, manifest)
+    mdf.createOrReplaceTempView(MANIFEST)
+    names = [MANIFEST]
+    if with_lag:
+        topics = {r[0] for r in mdf.where(mdf.job == cfg.name).select("topic").distinct().collect()}
+        schema = StructType([StructField(END_OFFSET_COLUMNS[0], StringType()),
+                             StructField(END_OFFSET_COLUMNS[1], StringType()),
+                             StructField(END_OFFSET_COLUMNS[2], IntegerType()),
+                             StructField(END_OFFSET_COLUMNS[3], LongType()),
+                             StructField(END_OFFSET_COLUMNS[4], LongType())])
+        spark.createDataFrame(end_offset_rows(cfg, topics), schema).createOrReplaceTempView(END_OFFSETS)
+        names.append(END_OFFSETS)
+    for name, text in VIEWS.items():
+        if name == "lag" and not with_lag:
+            continue
+        spark.sql(text).createOrReplaceTempView(name)
+        names.append(name)
+    return names
+
+
+def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None) -> "DataFrame":
+    """The DataFrame of ``query`` with the manifest and its views registered.
+
+    Raises ArchiveQueryError (one line, exit code 2 in the CLI) for SQL that does not parse or names unknown
+    tables or columns."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    register_views(spark, config_or_manifest, config=config, with_lag=needs_broker(query))
+    try:
+        df = spark.sql(query)
+        df.schema  # analysis is lazy on Spark Connect: fail here, not when collecting
+    except (ParseException, AnalysisException) as e:
+        raise ArchiveQueryError(f"query: {query_error_line(e)}") from None
+    return df
+
+
+def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
+              limit: int | None = DEFAULT_LIMIT) -> QueryResult:
+    """Run ``query`` and collect at most ``limit`` rows (None: all)."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    df = sql(spark, config_or_manifest, query, config=config)
+    try:
+        rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
+    except (ParseException, AnalysisException) as e:
+        raise ArchiveQueryError(f"query: {query_error_line(e)}") from None
+    truncated = limit is not None and len(rows) > limit
+    rows = rows[:limit] if truncated else rows
+    notes = [f"first {limit} rows shown (--limit)"] if truncated else []
+    return QueryResult(list(df.columns), [tuple(r) for r in rows], truncated, notes)

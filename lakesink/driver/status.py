@@ -1,0 +1,178 @@
+"""``lakesink status``: is the job keeping up? Per topic-partition of one job: the committed offset (next offset
+to archive), the broker's end offset, the lag, the age of the last commit and the orphan objects.
+
+Made for a scheduler's health check: a path manifest is read with delta-rs and the broker with the admin
+client, so no Spark session (no JVM) is started. Thresholds (:class:`Thresholds`) turn the report unhealthy:
+``max_lag`` records behind on any partition, or a partition with lag whose last commit is older than
+``max_age_s`` (a caught-up partition is healthy however old its last commit: nothing arrived to archive).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from lakesink.manifest.queries import naive_utc, row_dicts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.config import SinkConfig
+
+__all__ = ["PartitionStatus", "Thresholds", "StatusReport", "partition_progress", "build_report", "status"]
+
+UNHEALTHY_EXIT = 1
+
+#: Manifest columns :func:`partition_progress` reads.
+PROGRESS_COLUMNS = ["job", "topic", "kafka_partition", "range_end", "committed_at"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits past which the report is unhealthy; None: not checked."""
+
+    max_lag: int | None = None
+    max_age_s: float | None = None
+
+
+@dataclass
+class PartitionStatus:
+    topic: str
+    partition: int
+    committed_offset: int | None     # next offset to archive; None: never committed
+    end_offset: int | None           # the broker's (LSO with read_committed); None: partition no longer exists
+    earliest_offset: int | None
+    lag: int | None                  # records between committed_offset (or earliest) and end_offset
+    last_commit_at: dt.datetime | None
+    last_commit_age_s: float | None
+    orphans: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StatusReport:
+    job: str
+    manifest: str
+    partitions: list[PartitionStatus]
+    orphans_unplaced: int = 0        # orphans whose key names no topic-partition of the job
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{p.topic}-{p.partition}: {msg}" for p in self.partitions for msg in p.problems]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.healthy else UNHEALTHY_EXIT
+
+    @property
+    def total_lag(self) -> int:
+        return sum(p.lag or 0 for p in self.partitions)
+
+    @property
+    def orphans(self) -> int:
+        return sum(p.orphans for p in self.partitions) + self.orphans_unplaced
+
+
+def partition_progress(rows: Any, job: str) -> dict[tuple[str, int], tuple[int, dt.datetime | None]]:
+    """``(topic, partition) → (next offset, last commit time as naive UTC)`` of ``job`` from manifest rows."""
+    out: dict[tuple[str, int], tuple[int, dt.datetime | None]] = {}
+    for r in row_dicts(rows):
+        if r.get("job", job) != job:
+            continue
+        k = (r["topic"], int(r["kafka_partition"]))
+        nxt, at = int(r["range_end"]) + 1, naive_utc(r.get("committed_at"))
+        cur = out.get(k)
+        if cur is None:
+            out[k] = (nxt, at)
+        else:
+            out[k] = (max(cur[0], nxt), at if cur[1] is None or (at is not None and at > cur[1]) else cur[1])
+    return out
+
+
+def build_report(job: str, manifest: str, progress: dict[tuple[str, int], tuple[int, dt.datetime | None]],
+                 bounds: dict[tuple[str, int], tuple[int, int]], orphans: Iterable[tuple[str, int] | None],
+                 thresholds: Thresholds, now: dt.datetime) -> StatusReport:
+    """Pure: the report from the manifest's progress, the broker's ``(earliest, end)`` per partition and one
+    ``(topic, partition)`` (or None) per orphan object, judged at ``now`` (naive UTC)."""
+    parts: dict[tuple[str, int], PartitionStatus] = {}
+    for k in sorted(set(progress) | set(bounds)):
+        nxt, at = progress.get(k, (None, None))
+        earliest, end = bounds.get(k, (None, None))
+        lag = None if end is None else max(0, end - max(nxt if nxt is not None else earliest, earliest))
+        age = None if at is None else max(0.0, (now - at).total_seconds())
+        p = PartitionStatus(k[0], k[1], nxt, end, earliest, lag, at, age)
+        if end is None:
+            p.problems.append("partition not found on the broker (topic deleted or recreated?)")
+        if thresholds.max_lag is not None and lag is not None and lag > thresholds.max_lag:
+            p.problems.append(f"lag {lag} > --max-lag {thresholds.max_lag}")
+        if thresholds.max_age_s is not None and lag:
+            if age is None:
+                p.problems.append(f"{lag} record(s) waiting and nothing ever committed")
+            elif age > thresholds.max_age_s:
+                p.problems.append(f"last commit {_age(age)} ago > --max-age {_age(thresholds.max_age_s)} "
+                                  f"with {lag} record(s) waiting")
+        parts[k] = p
+    unplaced = 0
+    for tp in orphans:
+        if tp is not None and tp in parts:
+            parts[tp].orphans += 1
+        else:
+            unplaced += 1
+    return StatusReport(job, manifest, list(parts.values()), unplaced, thresholds)
+
+
+def _age(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    return f"{s / 3600:.1f}h"
+
+
+def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any = None,
+           now: dt.datetime | None = None) -> StatusReport:
+    """The status of job ``cfg.name``. ``spark`` (a session or a callable returning one) is used only by a
+    catalog-table manifest."""
+    from lakesink import wiring
+    from lakesink.driver.kafka_admin import KafkaMetadata
+    from lakesink.driver.vacuum import vacuum
+    from lakesink.errors import KeyNameError
+    from lakesink.objects.naming import parse_key
+
+    t0 = time.monotonic()
+    now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    manifest = wiring.manifest(cfg, spark)
+    if not manifest.exists():
+        rows: list = []
+    elif hasattr(manifest, "arrow"):
+        rows = manifest.arrow(PROGRESS_COLUMNS, job=cfg.name)
+    else:
+        rows = [r.asDict() for r in manifest.df().where(f"job = '{cfg.name}'").select(*PROGRESS_COLUMNS).collect()]
+    progress = partition_progress(rows, cfg.name)
+
+    md = KafkaMetadata(cfg.kafka_options)
+    configured = md.resolve_topics(list(cfg.topics), cfg.topics_regex) if (cfg.topics or cfg.topics_regex) else []
+    existing = set(md.resolve_topics(None, ".*"))
+    topics = sorted(set(configured) | ({t for t, _ in progress} & existing))
+    snap = md.snapshot(topics) if topics else None
+    bounds = {k: (b.earliest, b.latest) for k, b in (snap.bounds if snap else {}).items()}
+
+    # every unreferenced object of the job, however young (a running batch's uploads count too)
+    rep = vacuum(spark, cfg, retention_s=0.0, execute=False)
+    naming, exts = wiring.naming(cfg), wiring.key_extensions(cfg)
+    placed: list[tuple[str, int] | None] = []
+    for o in rep.orphans:
+        try:
+            pk = parse_key(o.key, naming, exts)
+            placed.append((pk.topic, pk.partition))
+        except KeyNameError:
+            placed.append(None)
+    report = build_report(cfg.name, cfg.manifest_location, progress, bounds, placed, thresholds, now)
+    report.seconds = time.monotonic() - t0
+    return report
