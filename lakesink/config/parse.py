@@ -168,8 +168,24 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- sources
 
+def _one_line(e: BaseException) -> str:
+    """A parser's message on one line (PyYAML's span several, with a caret under the fault)."""
+    return " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip() and set(ln.strip()) != {"^"})
+
+
 def read_source(path: Path) -> tuple[dict[str, Any], str | None]:
-    text = path.read_text(encoding="utf-8")
+    """The config file's keys (and the Connect connector name, for the Connect JSON shape)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError([ConfigProblem("<file>", None, f"is not a UTF-8 text file (byte {e.start}: "
+                                         f"{e.object[e.start:e.start + 1]!r}); expected .properties, JSON or YAML")],
+                          str(path)) from None
+    except OSError as e:
+        raise ConfigError([ConfigProblem("<file>", None, f"cannot be read: {e.strerror or e}")], str(path)) from None
+    if "\x00" in text:
+        raise ConfigError([ConfigProblem("<file>", None, "contains NUL bytes: not a text config file")],
+                          str(path)) from None
     suffix = path.suffix.lower()
     if suffix == ".json" or (suffix not in (".yaml", ".yml", ".properties", ".conf") and text.lstrip().startswith("{")):
         try:
@@ -183,7 +199,7 @@ def read_source(path: Path) -> tuple[dict[str, Any], str | None]:
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
-            raise ConfigError([ConfigProblem("<file>", None, f"invalid YAML: {e}")], str(path)) from None
+            raise ConfigError([ConfigProblem("<file>", None, f"invalid YAML: {_one_line(e)}")], str(path)) from None
         return unwrap(data, str(path))
     return dict(parse_properties(text)), None
 

@@ -236,8 +236,15 @@ def check_decoders(vals: dict[str, Any], fmt: str, problem: Problems) -> tuple[s
                 json.loads(vs)
             except ValueError as e:
                 problem("value.schema", vs[:80], f"is not valid JSON: {e}")
-        elif not os.path.exists(vs):
-            problem.warn(f"value.schema file {vs!r} does not exist here (it is read when the job starts)")
+        elif not os.path.isfile(vs):
+            problem("value.schema", vs, "names no file here (the driver reads it when the job starts; give an "
+                                        "inline schema or a path that exists where the job runs)")
+        else:
+            try:
+                with open(vs, encoding="utf-8") as f:
+                    json.load(f)
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                problem("value.schema", vs, f"is not a readable Avro schema file (JSON): {e}")
     return value_decoder, key_decoder
 
 

@@ -344,7 +344,8 @@ def test_format_builders_call_registry_lazily(monkeypatch) -> None:
     monkeypatch.setattr(lakesink.objects, "formats", fake, raising=False)
     c = cfg(**{"format.class": "json", "s3.compression.type": "gzip", "s3.compression.level": "5",
                "store.kafka.keys": "true", "keys.format.class": "json", "store.kafka.headers": "true",
-               "headers.format.class": "io.confluent.connect.s3.format.json.JsonFormat"})
+               "headers.format.class": "io.confluent.connect.s3.format.json.JsonFormat",
+               "store.kafka.metadata": "false"})  # the metadata format is a real module, not the fake
     assert wiring.value_format(c).extension == ".json.gz"
     assert calls[-1] == ("json", {"compression": "gzip", "compression_level": 5})
     ext = wiring.key_extensions(c)
@@ -391,3 +392,42 @@ def test_builders_against_real_registries() -> None:
     n, o = wiring.decoder_spec(cfg(), "key")
     assert decoders.create_decoder(n, **o)
     assert formats
+
+
+# -- files that are not configs: one problem line each, never a traceback (issue #14)
+
+def _problems(path) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        load_config(str(path))
+    return [str(p) for p in e.value.problems]
+
+
+def test_a_binary_file_is_a_config_error_naming_the_byte(tmp_path):
+    f = tmp_path / "garbage.properties"
+    f.write_bytes(b"abc\xb2\xff\x00garbage")
+    assert _problems(f) == ["<file>=<unset>: is not a UTF-8 text file (byte 3: b'\\xb2'); expected .properties, "
+                            "JSON or YAML"]
+    f.write_bytes(b"name=j\x00\n")
+    assert _problems(f) == ["<file>=<unset>: contains NUL bytes: not a text config file"]
+
+
+def test_a_yaml_syntax_error_is_one_line(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("name: j\npath.format: 'year=YYYY\n")
+    (msg,) = _problems(f)
+    assert msg.startswith("<file>=<unset>: invalid YAML: while scanning a quoted scalar") and "\n" not in msg
+
+
+def test_value_schema_file_is_checked_at_load(tmp_path):
+    base = dict(BASE, **{"format.class": "avro", "value.decoder": "avro", "value.converter.schemas.enable": "false"})
+    missing = str(tmp_path / "nope.avsc")
+    with pytest.raises(ConfigError) as e:
+        SinkConfig.from_dict({**base, "value.schema": missing})
+    assert [p.key for p in e.value.problems] == ["value.schema"] and "names no file here" in str(e.value)
+    bad = tmp_path / "bad.avsc"
+    bad.write_text('{"type": "record", ')
+    with pytest.raises(ConfigError, match=r"value.schema=.*bad.avsc': is not a readable Avro schema file"):
+        SinkConfig.from_dict({**base, "value.schema": str(bad)})
+    good = tmp_path / "good.avsc"
+    good.write_text(json.dumps({"type": "record", "name": "r", "fields": [{"name": "a", "type": "int"}]}))
+    assert SinkConfig.from_dict({**base, "value.schema": str(good)}).value_schema == str(good)
