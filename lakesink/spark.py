@@ -186,6 +186,8 @@ def get_spark(
         .config("spark.sql.extensions", DELTA_EXTENSION)
         .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
         .config("spark.ui.enabled", "false")
+        # not ./spark-warehouse: a run must leave nothing in the user's working directory
+        .config("spark.sql.warehouse.dir", local_warehouse_dir())
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.databricks.delta.snapshotPartitions", "4")
     )
@@ -220,6 +222,15 @@ def set_credentials(spark: "SparkSession", creds: dict[str, str]) -> None:
             jconf.set(key, value)
         else:
             _try_set(spark, key, value)
+
+
+def local_warehouse_dir() -> str:
+    """Spark's warehouse directory in local mode: under the temp directory, one per user (managed tables of a
+    local session are scratch; a catalog-table manifest belongs in a real metastore)."""
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return os.path.join(tempfile.gettempdir(), f"lakesink-spark-warehouse-{uid}")
 
 
 def jar_conf(master: str, jars: list[str]) -> dict[str, str]:

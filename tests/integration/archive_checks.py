@@ -176,12 +176,12 @@ def write_config(tmp_path, cfg: dict, name: str = "sink.json") -> str:
 
 
 def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240, log_path=None, watch=None,
-            command: list[str] | None = None):
+            command: list[str] | None = None, cwd=None):
     """Run ``python -m lakesink.cli ARGS`` in its own process group; after it exits, kill whatever it left
     (its Spark JVM and Python workers) so nothing of the dead run keeps writing, and remove its Spark
     scratch directories (a SIGKILLed driver leaves ~700 MB of copied jars behind). Returns (returncode, output).
     ``watch(pgid)``, if given, is called every 50 ms while the run is alive. ``command`` replaces
-    ``python -m lakesink.cli`` (e.g. a test's own script)."""
+    ``python -m lakesink.cli`` (e.g. a test's own script); ``cwd``: the run's working directory."""
     import os
     import shutil
     import signal
@@ -195,7 +195,7 @@ def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240
     out = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
     with out:
         proc = subprocess.Popen([*(command or [sys.executable, "-m", "lakesink.cli"]), *args], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         try:
             if watch is None:
                 rc = proc.wait(timeout=timeout)

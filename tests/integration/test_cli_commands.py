@@ -51,9 +51,12 @@ def test_check_sink_json_then_vacuum_dry_run(kafka, s3, bucket, topic_name, tmp_
 
     # sink --once --flush-tail in json mode: one JSON object for the one batch
     t0 = time.monotonic()
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
     rc, out = run_cli(["--format", "json", "sink", "--config", cfg_file, "--once", "--flush-tail",
-                       "--master", "local[1]"], timeout=540)
+                       "--master", "local[1]"], timeout=540, cwd=workdir)
     sink_s = time.monotonic() - t0
+    assert list(workdir.iterdir()) == []  # no spark-warehouse/, metastore_db/ or derby.log left behind
     assert rc == 0, out[-3000:]
     assert "Traceback" not in out and "lakesink: error" not in out, out[-3000:]
     batches = _json_lines(out)
