@@ -1,11 +1,38 @@
-"""Error types. Every error names the key, file or record at fault."""
+"""Error types. Every error names the key, file or record at fault.
+
+Each class carries the CLI's exit status for it (:data:`EXIT_CODES` documents them), so a scheduler can tell a
+broken config from a lost race or an unreachable dependency.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The `lakesink` command's exit statuses (also in ``lakesink --help`` and docs/faults.md).
+EXIT_OK = 0
+EXIT_FAILED = 1         # any other failure (an internal error, an unhealthy `status`, an incompatible schema)
+EXIT_USAGE = 2          # bad arguments or query: argparse, --where/SQL that does not parse, a bad duration
+EXIT_CONFIG = 3         # the config file or a file it names is invalid
+EXIT_FENCED = 4         # another run of the job committed this batch first (a concurrent run, not a fault)
+EXIT_UNREACHABLE = 5    # a dependency failed or is unreachable: Kafka, the S3 store, the manifest, the registry
+EXIT_BAD_RECORD = 6     # a record cannot be decoded, partitioned or encoded (topic-partition@offset named)
+EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM before the batch committed
+
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "failed (internal error, unhealthy status, incompatible schema, other errors)",
+    EXIT_USAGE: "bad usage: arguments, a --where or SQL query that does not parse",
+    EXIT_CONFIG: "config error: the config file or a file it names",
+    EXIT_FENCED: "fenced: another run of the job committed this batch first",
+    EXIT_UNREACHABLE: "a dependency failed or is unreachable (Kafka, S3, the manifest, Schema Registry)",
+    EXIT_BAD_RECORD: "a bad record (named as topic-partition@offset); nothing was committed",
+    EXIT_INTERRUPTED: "interrupted before the batch committed",
+}
+
 
 class LakesinkError(Exception):
     """Base class of every error lakesink raises on purpose."""
+
+    exit_code = EXIT_FAILED
 
 
 @dataclass
@@ -22,6 +49,8 @@ class ConfigProblem:
 class ConfigError(LakesinkError):
     """Bad configuration; carries every problem found, not just the first."""
 
+    exit_code = EXIT_CONFIG
+
     def __init__(self, problems: list[ConfigProblem], source: str | None = None):
         self.problems = list(problems)
         self.source = source
@@ -32,6 +61,8 @@ class ConfigError(LakesinkError):
 
 class RecordError(LakesinkError):
     """A Kafka record that cannot be partitioned, decoded or encoded."""
+
+    exit_code = EXIT_BAD_RECORD
 
     def __init__(self, topic: str, partition: int, offset: int, reason: str):
         self.topic, self.partition, self.offset, self.reason = topic, partition, offset, reason
@@ -76,7 +107,19 @@ class ResumeGuardError(LakesinkError):
 
 
 class BatchFailedError(LakesinkError):
-    """An executor task failed (bad record, store or Kafka error); the batch committed nothing."""
+    """An executor task failed (bad record, store or Kafka error); the batch committed nothing. ``cause``: the
+    name of the executor's lakesink error class, when there is one; it picks the exit status."""
+
+    def __init__(self, message: str, cause: str | None = None):
+        super().__init__(message)
+        self.cause = cause
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        cls = globals().get(self.cause or "")
+        if isinstance(cls, type) and issubclass(cls, LakesinkError):
+            return cls.exit_code if isinstance(cls.exit_code, int) else EXIT_FAILED
+        return EXIT_UNREACHABLE if self.cause in ("KafkaException", "ConnectionError", "TimeoutError") else EXIT_FAILED
 
 
 class BatchValidationError(LakesinkError):
@@ -90,6 +133,8 @@ class SchemaError(LakesinkError):
 class RegistryError(LakesinkError):
     """The Schema Registry cannot be reached or answered an error (after bounded retries); the message names
     the (credential-free) URL and the schema id. Not a record's fault: the batch fails and commits nothing."""
+
+    exit_code = EXIT_UNREACHABLE
 
 
 class RegistryAuthError(RegistryError):
@@ -125,9 +170,13 @@ class PatternError(LakesinkError):
 class KafkaMetadataError(LakesinkError):
     """The broker is unreachable, or a topic/partition is missing or changed."""
 
+    exit_code = EXIT_UNREACHABLE
+
 
 class StoreError(LakesinkError):
     """An object-store operation failed; the message names the bucket/key and the cause."""
+
+    exit_code = EXIT_UNREACHABLE
 
 
 class ObjectChangedError(StoreError):
@@ -141,9 +190,13 @@ class PreconditionFailed(StoreError):
 class ManifestError(LakesinkError):
     """The manifest cannot be read or committed, or disagrees with Kafka."""
 
+    exit_code = EXIT_UNREACHABLE
+
 
 class FencedError(ManifestError):
     """Another run committed this batch (or an overlapping range) first."""
+
+    exit_code = EXIT_FENCED
 
 
 class ArchiveReadError(LakesinkError):
@@ -197,7 +250,7 @@ class ArchiveQueryError(LakesinkError):
     """A ``where`` predicate over the manifest that is not valid Spark SQL or names unknown columns; the message
     is Spark's error shortened to its useful line. The CLI exits 2 (bad usage) for it."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class RestoreRefusedError(RestoreError):
@@ -210,6 +263,8 @@ class InvalidArgumentError(LakesinkError, ValueError):
     """A function was called with an argument it cannot take: a setting out of range, an unknown name,
     records out of offset order. (Also a ValueError, for callers that catch one.)"""
 
+    exit_code = EXIT_USAGE
+
 
 class BadValue(LakesinkError):
     """A config value that does not parse; validation turns it into a ConfigProblem naming the key."""
@@ -220,10 +275,12 @@ class KafkaReadError(LakesinkError):
     start or end no longer on the broker); the message names the topic-partition and the cause, and the
     batch commits nothing."""
 
+    exit_code = EXIT_UNREACHABLE
+
 
 class SchemaCheckInputError(LakesinkError):
     """Bad input to a schema check or history (``lakesink schema``): a missing or unreadable ``.avsc`` file, one
     that is not JSON or not a valid Avro schema, a topic the job does not archive, an unknown mode. The message
     names the file or option; the CLI exits 2 (bad usage)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE

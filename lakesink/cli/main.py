@@ -7,7 +7,8 @@ chosen by the global ``--format`` renders it. Subcommands import their heavy mod
 lazily, so ``check`` and ``--help`` stay fast.
 
 Errors: a :class:`lakesink.errors.LakesinkError` prints ``lakesink: error: <message>`` on stderr and
-exits 1 (or the error's ``exit_code``: 2 for a bad ``--where``); any other exception prints ``lakesink: internal error: <type>: <message> (run with --debug for
+exits with the error's ``exit_code`` (:data:`lakesink.errors.EXIT_CODES`: 3 config, 4 fenced by a concurrent
+run, 5 a dependency unreachable, 6 a bad record, 2 bad usage, 1 otherwise); any other exception prints ``lakesink: internal error: <type>: <message> (run with --debug for
 the traceback)`` and exits 1. ``--debug`` adds the traceback (and DEBUG logging of ``lakesink.*``).
 """
 from __future__ import annotations
@@ -26,9 +27,12 @@ COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lakesink.errors import EXIT_CODES
+
     parser = argparse.ArgumentParser(
         prog="lakesink",
         description="Archive Kafka topics to S3 with Confluent S3-sink naming and a Delta manifest.",
+        epilog="exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()),
     )
     parser.add_argument("--format", choices=sorted(FORMATS), default="text",
                         help="how results are printed: text for people (default) or json (one JSON "

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from lakesink import wiring
 from lakesink.errors import (BatchFailedError, BatchValidationError, DataLossError, FencedError, KeyConflictError,
-                             LakesinkError, ResumeGuardError)
+                             InvalidArgumentError, LakesinkError, ResumeGuardError)
 from lakesink.driver.kafka_admin import isolation_level
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
@@ -257,8 +257,9 @@ class SinkJob:
             try:
                 out = self._archive(plans, ctx, starts)
             except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
+                cause = executor_error(e)
                 raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
-                                       f"{executor_error(e)}") from e
+                                       f"{cause}", cause=cause.split(":", 1)[0] if ":" in cause else None) from e
             result.seconds["archive"] = time.monotonic() - t1
             decoded = [decode_result(r.row) for r in out]
             status = {(d.topic, d.partition) for d in decoded if isinstance(d, PartitionStatus)}
@@ -429,7 +430,7 @@ def parse_interval(text: str, what: str = "--interval") -> float:
             return float(t[: -len(suffix)]) * mult
     if t.replace(".", "", 1).isdigit():
         return float(t)
-    raise LakesinkError(f"{what} {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
+    raise InvalidArgumentError(f"{what} {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
 
 
 __all__ = ["SinkJob", "BatchResult", "PartitionPlan", "run", "parse_interval", "executor_error"]

@@ -42,11 +42,11 @@ def test_continuous_mode_finishes_the_batch_and_exits_0_on_sigterm(spark, kafka,
     check_chains(manifest_rows(spark, cfg), {(topic_name, 0): 30})
 
 
-def test_bad_config_exits_1_naming_every_problem(tmp_path):
+def test_bad_config_exits_3_naming_every_problem(tmp_path):
     f = tmp_path / "bad.properties"
     f.write_text("name=j\ntopics=t\nflush.size=zero\nformat.class=avro\nformatt.class=json\n"
                  "s3.bucket.name=b\nmanifest.location=/tmp/m\nkafka.bootstrap.servers=x:1\n")
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", "check", str(f)], capture_output=True, text=True)
-    assert r.returncode == 1
+    assert r.returncode == 3  # config error
     assert "flush.size='zero'" in r.stderr and "did you mean 'format.class'" in r.stderr
     assert str(f) in r.stderr

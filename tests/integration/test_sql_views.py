@@ -199,5 +199,5 @@ def test_cli_status_subprocess_healthy_and_past_thresholds(archive, s3):
 
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", "status", "--config", f, "--max-age", "soon"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and r.stderr.strip() == ("lakesink: error: --max-age 'soon': expected a duration "
+    assert r.returncode == 2 and r.stderr.strip() == ("lakesink: error: --max-age 'soon': expected a duration "
                                                       "like 30s, 5m, 1h or 250ms"), r.stderr

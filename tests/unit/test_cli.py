@@ -74,7 +74,7 @@ def test_bad_config_one_error_line_no_traceback(tmp_path):
     f = tmp_path / "bad.properties"
     f.write_text(BAD)
     r = _cli("check", str(f))
-    assert r.returncode == 1 and r.stdout == ""
+    assert r.returncode == 3 and r.stdout == ""
     assert r.stderr.count("lakesink: error:") == 1 and r.stderr.startswith("lakesink: error: ")
     assert "Traceback" not in r.stderr
     assert str(f) in r.stderr.splitlines()[0]
@@ -87,7 +87,7 @@ def test_bad_config_json_mode(tmp_path):
     f = tmp_path / "bad.properties"
     f.write_text(BAD)
     r = _cli("--format", "json", "check", str(f))
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 3 and "Traceback" not in r.stderr
     assert r.stderr.count("lakesink: error:") == 1
     doc = json.loads(r.stdout)
     assert doc["error"]["type"] == "ConfigError" and "flush.size='zero'" in doc["error"]["message"]
@@ -97,7 +97,7 @@ def test_debug_shows_the_traceback(tmp_path):
     f = tmp_path / "bad.properties"
     f.write_text(BAD)
     r = _cli("--debug", "check", str(f))
-    assert r.returncode == 1
+    assert r.returncode == 3
     assert "Traceback (most recent call last)" in r.stderr and "lakesink.errors.ConfigError" in r.stderr
     assert r.stderr.count("lakesink: error:") == 1
 
@@ -108,7 +108,7 @@ def test_single_line_lakesink_error(tmp_path, capsys):
     f.write_text(json.dumps({"name": "j", "topics": "t", "flush.size": "1", "format.class": "json",
                              "s3.bucket.name": "bkt", "manifest.location": str(tmp_path / "m"),
                              "kafka.bootstrap.servers": "127.0.0.1:1"}))
-    assert main(["sink", "--config", str(f), "--interval", "soon"]) == 1
+    assert main(["sink", "--config", str(f), "--interval", "soon"]) == 2  # bad usage
     out, err = capsys.readouterr()
     assert err.splitlines() == ["lakesink: error: --interval 'soon': expected a duration like 30s, 5m, 1h or 250ms"]
     assert out == ""
@@ -376,3 +376,25 @@ def test_global_options_work_after_the_subcommand_too(tmp_path, capsys):
     assert _json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert main(["--format", "json", "check", str(example)]) == 0
     assert _json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_exit_codes_tell_config_fencing_dependency_and_record_failures_apart(tmp_path, capsys):
+    from lakesink import errors
+
+    assert errors.ConfigError([]).exit_code == 3
+    assert errors.FencedError("batch 3 was committed by run r2").exit_code == 4
+    for e in (errors.KafkaMetadataError("x"), errors.StoreError("x"), errors.ManifestError("x"),
+              errors.KafkaReadError("x"), errors.RegistryError("x")):
+        assert e.exit_code == 5, type(e)
+    assert errors.DecodeError("t", 0, 5, "bad").exit_code == 6
+    # an executor failure takes the code of the lakesink error that caused it
+    assert errors.BatchFailedError("batch 0 …", cause="PartitionError").exit_code == 6
+    assert errors.BatchFailedError("batch 0 …", cause="KafkaReadError").exit_code == 5
+    assert errors.BatchFailedError("batch 0 …", cause="StoreError").exit_code == 5
+    assert errors.BatchFailedError("batch 0 …", cause="Py4JJavaError").exit_code == 1
+    assert errors.InvalidArgumentError("x").exit_code == 2
+    # and the CLI exits with it
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    assert "exit status: 0 success; 1 failed" in " ".join(capsys.readouterr().out.split())
