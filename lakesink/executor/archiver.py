@@ -194,7 +194,7 @@ class PartitionArchiver:
             k = key if view is RecordView.VALUE else \
                 self._naming.side_key(key, vfmt.extension, view.value, fmt.extension)
             ow = self.store.open_writer(k, meta)
-            writers[view] = (fmt.open_writer(ow, view), ow)
+            writers[view] = (fmt.open_object_writer(ow, view, k), ow)
         f = self.open[encoded] = _OpenFile(key, writers)
         return f
 

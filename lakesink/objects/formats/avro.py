@@ -21,6 +21,7 @@ logical types unchanged, and :meth:`AvroFormat.read` returns raw values again (n
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
 from typing import Any, BinaryIO, Iterator, Sequence
@@ -77,8 +78,15 @@ class AvroFormat(Format):
         self.codec, self.codec_level = codec, codec_level
         self.sync_interval, self.fast_path = sync_interval, fast_path
 
-    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "AvroWriter":
-        return AvroWriter(self, out, self._check_view(view))
+    def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE,
+                    sync_marker: bytes | None = None) -> "AvroWriter":
+        """``sync_marker``: the container's 16-byte sync marker (None: random, as Avro writers do)."""
+        if sync_marker is not None and len(sync_marker) != 16:
+            raise InvalidArgumentError(f"an Avro sync marker has 16 bytes, not {len(sync_marker)}")
+        return AvroWriter(self, out, self._check_view(view), sync_marker)
+
+    def open_object_writer(self, out: BinaryIO, view: RecordView, key: str) -> "AvroWriter":
+        return self.open_writer(out, view, sync_marker=sync_marker_for(key))
 
     def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
         """Yield raw Avro values (HEADERS: lists of (key, value) tuples)."""
@@ -93,10 +101,19 @@ class AvroFormat(Format):
                 yield [(h["key"], h["value"]) for h in v] if view is RecordView.HEADERS else v
 
 
+def sync_marker_for(key: str) -> bytes:
+    """The sync marker of the Avro object at ``key``: the MD5 of the key. Confluent's writer draws a random one;
+    any 16 bytes are valid Avro, and a marker fixed by the key makes a replayed batch's object byte-identical to
+    the orphan a crashed run left, so the sink adopts it instead of failing on a same-key, different-bytes
+    object."""
+    return hashlib.md5(b"lakesink avro sync marker\0" + key.encode()).digest()
+
+
 class AvroWriter(FormatWriter):
-    def __init__(self, fmt: AvroFormat, out: BinaryIO, view: RecordView):
+    def __init__(self, fmt: AvroFormat, out: BinaryIO, view: RecordView, sync_marker: bytes | None = None):
         super().__init__(out, view)
         self._fmt = fmt
+        self._sync_marker = sync_marker or b""  # fastavro draws a random marker for b""
         self._w: Writer | None = None
         self._fp: str | None = None          # fingerprint of the writer schema
         self._schema_id: bytes | None = None  # wire prefix accepted by the fast path
@@ -118,7 +135,7 @@ class AvroWriter(FormatWriter):
         if vs is not None and f.fast_path:
             self._bare_fp = vs.fingerprint
         self._w = Writer(self._sink, copy.deepcopy(avro), codec=f.codec, sync_interval=f.sync_interval,
-                         compression_level=f.codec_level)
+                         compression_level=f.codec_level, sync_marker=self._sync_marker)
 
     def _open_from(self, record: SinkRecord) -> None:
         if self.view is RecordView.VALUE:

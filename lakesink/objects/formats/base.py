@@ -40,6 +40,11 @@ class Format(ABC):
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "FormatWriter":
         """Start one object written to ``out`` (only ``write``/``flush`` are used; never closed)."""
 
+    def open_object_writer(self, out: BinaryIO, view: RecordView, key: str) -> "FormatWriter":
+        """Start the object stored at ``key``. Formats whose files would otherwise carry random bytes (Avro's
+        sync marker) derive them from the key here, so a replayed batch writes byte-identical objects."""
+        return self.open_writer(out, view)
+
     @abstractmethod
     def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
         """Yield the values (keys, header lists) of an object in file order."""
