@@ -60,6 +60,7 @@ class StoreSettings:
     part_size: int = 26214400
     part_retries: int = 3
     retry_backoff_ms: int = 200
+    retry_deadline_ms: int = 120_000
     sse: str = ""
     kms_key_id: str | None = field(default=None, repr=False)
     acl: str | None = None
@@ -345,6 +346,17 @@ class _LocalWriter(ObjectWriter):
 
 _RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "InternalError", "ServiceUnavailable", "Throttling",
                     "ThrottlingException", "RequestTimeTooSkewed", "503", "500"}
+# S3 asks for these to be retried with backoff for as long as it takes: they count against the deadline only
+_THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503"}
+#: Upper bound of one backoff sleep.
+MAX_BACKOFF_S = 10.0
+
+
+def backoff_s(attempt: int, base_ms: int, rng: Callable[[float, float], float] = random.uniform) -> float:
+    """Full-jitter exponential backoff before retry ``attempt`` (1-based): uniform in [0, base·2^(attempt-1)],
+    capped at :data:`MAX_BACKOFF_S`."""
+    cap = min(MAX_BACKOFF_S, base_ms / 1000.0 * (2 ** min(attempt - 1, 20)))
+    return rng(0.0, cap)
 
 
 class S3Store(ObjectStore):
@@ -359,7 +371,7 @@ class S3Store(ObjectStore):
         cfg = Config(
             region_name=settings.region,
             s3={"addressing_style": "path" if settings.path_style else "auto"},
-            retries={"max_attempts": 1, "mode": "standard"},  # we retry ourselves, with jitter
+            retries={"total_max_attempts": 1, "mode": "standard"},  # one try per call: we retry, counted
             connect_timeout=10,
             read_timeout=60,
         )
@@ -371,16 +383,25 @@ class S3Store(ObjectStore):
             config=cfg,
         )
 
+    #: Retries this store made (all calls, since it was opened): reported in the batch summary.
+    retries = 0
+
     def uri(self, key: str) -> str:
         return f"s3://{self.settings.bucket}/{key}"
 
     # -- retries
     def call(self, what: str, key: str, fn: Callable[[], T]) -> T:
-        """Run ``fn`` with retries; raise StoreError naming the operation, bucket/key and cause."""
+        """Run ``fn`` with retries; raise StoreError naming the operation, bucket/key and cause.
+
+        Throttling (503 SlowDown and kin) is retried with backoff until ``retry_deadline_ms``; other transient
+        failures (500, timeouts, dropped connections) at most ``s3.part.retries`` times within the deadline.
+        Anything else (403, 404, ...) fails at once; 412 is :class:`PreconditionFailed` for the create protocol."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        attempts = max(1, self.settings.part_retries + 1)
-        for attempt in range(attempts):
+        s = self.settings
+        deadline = time.monotonic() + s.retry_deadline_ms / 1000.0
+        attempt, transient = 0, 0
+        while True:
             try:
                 return fn()
             except ClientError as e:
@@ -388,15 +409,22 @@ class S3Store(ObjectStore):
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
                 if _is_precondition(e):
                     raise PreconditionFailed(f"{what} {self.uri(key)}: precondition failed (412)") from None
-                retryable = code in _RETRYABLE_CODES or status >= 500
-                if not retryable or attempt == attempts - 1:
+                throttled = code in _THROTTLE_CODES or status == 503
+                if not (throttled or code in _RETRYABLE_CODES or status >= 500):
                     raise _client_error(what, self.uri(key), e) from None
-            except BotoCoreError as e:  # connection refused, timeouts, DNS
-                if attempt == attempts - 1:
-                    raise StoreError(f"{what} {self.uri(key)} failed: {e}") from None
-            cap = self.settings.retry_backoff_ms * (2 ** attempt) / 1000.0
-            time.sleep(random.uniform(0, cap))
-        raise AssertionError("unreachable")
+                transient += 0 if throttled else 1
+                failure = _client_error(what, self.uri(key), e)
+            except BotoCoreError as e:  # connection refused or reset, timeouts, DNS
+                transient += 1
+                failure = StoreError(f"{what} {self.uri(key)} failed: {e}")
+            attempt += 1
+            pause = backoff_s(attempt, s.retry_backoff_ms)
+            if transient > s.part_retries or time.monotonic() + pause > deadline:
+                raise StoreError(f"{failure} (gave up after {attempt} attempt(s); endpoint "
+                                 f"{s.endpoint_url or 'AWS S3'}, s3.part.retries={s.part_retries}, "
+                                 f"s3.retry.deadline.ms={s.retry_deadline_ms})") from None
+            self.retries += 1
+            time.sleep(pause)
 
     def _extra(self) -> dict:
         extra: dict = {}
@@ -466,19 +494,27 @@ class S3Store(ObjectStore):
         except PreconditionFailed:
             raise ObjectChangedError(f"{self.uri(key)}: object no longer has the recorded etag {etag}") from None
 
+    def _pages(self, op: str, what: str, prefix: str, token_in: str, token_out: str) -> Iterator[dict]:
+        """Every page of a listing, each page fetched through :meth:`call` (so retried like any request)."""
+        fn = getattr(self.client, op)
+        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix}
+        while True:
+            page = self.call(what, prefix, lambda: fn(**kw))
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            kw = {**kw, **{k: page[v] for k, v in zip(token_in.split(","), token_out.split(",")) if page.get(v)}}
+
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=self.settings.bucket, Prefix=prefix):
-                for o in page.get("Contents", []):
-                    yield ObjectInfo(o["Key"], o["Size"], _strip(o["ETag"]), o["LastModified"].timestamp())
-        except Exception as e:  # noqa: BLE001 - botocore raises several unrelated types here
-            raise StoreError(f"ListObjectsV2 s3://{self.settings.bucket}/{prefix} failed: {e}") from None
+        for page in self._pages("list_objects_v2", "ListObjectsV2", prefix, "ContinuationToken",
+                                "NextContinuationToken"):
+            for o in page.get("Contents", []):
+                yield ObjectInfo(o["Key"], o["Size"], _strip(o["ETag"]), o["LastModified"].timestamp())
 
     def list_uploads(self, prefix: str = "") -> Iterator[tuple[str, str, float]]:
         """Open multipart uploads: (key, upload id, initiated epoch seconds)."""
-        paginator = self.client.get_paginator("list_multipart_uploads")
-        for page in paginator.paginate(Bucket=self.settings.bucket, Prefix=prefix):
+        for page in self._pages("list_multipart_uploads", "ListMultipartUploads", prefix,
+                                "KeyMarker,UploadIdMarker", "NextKeyMarker,NextUploadIdMarker"):
             for u in page.get("Uploads", []):
                 yield u["Key"], u["UploadId"], u["Initiated"].timestamp()
 

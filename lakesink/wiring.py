@@ -233,6 +233,7 @@ def store_settings(cfg: "SinkConfig") -> "StoreSettings":
         part_size=cfg.s3_part_size,
         part_retries=cfg.s3_part_retries,
         retry_backoff_ms=cfg.s3_retry_backoff_ms,
+        retry_deadline_ms=cfg.s3_retry_deadline_ms,
         sse=cfg.s3_ssea_name or "",
         kms_key_id=cfg.s3_sse_kms_key_id,
         acl=cfg.s3_acl_canned,

@@ -405,7 +405,8 @@ def status_dict(r: "StatusResult") -> dict:
 def batch_dict(res: Any) -> dict:
     """The JSON form of one sink batch (``lakesink.driver.sink.BatchResult``)."""
     return {"batch_id": res.batch_id, "run_id": res.run_id, "objects": res.objects, "records": res.records,
-            "bytes": res.bytes, "committed_rows": res.committed_rows, "seconds": dict(res.seconds)}
+            "bytes": res.bytes, "committed_rows": res.committed_rows, "s3_retries": res.s3_retries,
+            "seconds": dict(res.seconds)}
 
 
 def _object_dict(o: Any, uri: Callable[[str], str]) -> dict:

@@ -204,6 +204,7 @@ KEYS: tuple[Key, ...] = (
     Key("s3.part.size", "s3_part_size", as_int, 26214400, False, _range(5 * 1024 * 1024, 2**31 - 1)),
     Key("s3.part.retries", "s3_part_retries", as_int, 3, False, _range(0)),
     Key("s3.retry.backoff.ms", "s3_retry_backoff_ms", as_int, 200, False, _range(0)),
+    Key("s3.retry.deadline.ms", "s3_retry_deadline_ms", as_int, 120000, False, _range(0)),
     Key("s3.ssea.name", "s3_ssea_name", _enum(*SSE_ALGOS), ""),
     Key("s3.sse.kms.key.id", "s3_sse_kms_key_id", as_str, None),
     Key("s3.acl.canned", "s3_acl_canned", _enum(*CANNED_ACLS), None),

@@ -87,6 +87,7 @@ class SinkConfig:
     s3_part_size: int
     s3_part_retries: int
     s3_retry_backoff_ms: int
+    s3_retry_deadline_ms: int        # lakesink: total time one S3 call may spend retrying
     s3_ssea_name: str
     s3_sse_kms_key_id: str | None
     s3_acl_canned: str | None

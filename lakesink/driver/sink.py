@@ -75,10 +75,12 @@ class BatchResult:
     partitions: list[PartitionPlan] = field(default_factory=list)
     rows: list[ManifestRow] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    s3_retries: int = 0  # S3 requests retried by the executors (throttling, dropped connections)
 
     def summary(self) -> str:
+        retries = f", {self.s3_retries} S3 retries" if self.s3_retries else ""
         return (f"batch {self.batch_id}: {self.objects} objects, {self.records} records, {self.bytes} bytes, "
-                f"{self.committed_rows} manifest rows "
+                f"{self.committed_rows} manifest rows{retries} "
                 f"({', '.join(f'{k} {v:.2f}s' for k, v in self.seconds.items())})")
 
 
@@ -238,6 +240,7 @@ class SinkJob:
         t0 = time.monotonic()
         plans, skipped, ksnap, batch_id = self.plan()
         result = BatchResult(batch_id, self.run_id, partitions=plans)
+        driver_retries = getattr(self.store, "retries", 0)
         result.seconds["plan"] = time.monotonic() - t0
         rows: list[ManifestRow] = list(skipped)
         if plans:
@@ -263,6 +266,7 @@ class SinkJob:
             result.seconds["archive"] = time.monotonic() - t1
             decoded = [decode_result(r.row) for r in out]
             status = {(d.topic, d.partition) for d in decoded if isinstance(d, PartitionStatus)}
+            result.s3_retries = sum(d.s3_retries for d in decoded if isinstance(d, PartitionStatus))
             produced = [d for d in decoded if isinstance(d, ArchivedRow)]
             for p in plans:
                 if (p.topic, p.partition) not in status:
@@ -285,6 +289,7 @@ class SinkJob:
         result.objects = sum(1 for r in rows if r.kind == OBJECT)
         result.records = sum(r.record_count for r in rows)
         result.bytes = sum(r.size_bytes or 0 for r in rows)
+        result.s3_retries += getattr(self.store, "retries", 0) - driver_retries
         return result
 
     def _resolve_pending(self, produced: list[ArchivedRow]) -> list[ManifestRow]:

@@ -113,7 +113,8 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             gc.enable()
     out = [encode_result(r) for r in rows]
     if archiver is not None:
-        out.append(encode_result(PartitionStatus(archiver.topic, archiver.partition, read, first, last)))
+        out.append(encode_result(PartitionStatus(archiver.topic, archiver.partition, read, first, last,
+                                                 getattr(store, "retries", 0))))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
 
@@ -127,6 +128,7 @@ class PartitionStatus:
     read: int
     first_offset: int | None
     last_offset: int | None
+    s3_retries: int = 0  # retried S3 requests of this task (throttling, dropped connections)
 
 
 def encode_result(result: ArchivedRow | PartitionStatus) -> str:

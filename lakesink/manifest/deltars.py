@@ -36,6 +36,11 @@ log = logging.getLogger("lakesink.manifest")
 
 #: Commits lost to concurrent writers of *other* batches (another job sharing the manifest) are retried this often.
 COMMIT_ATTEMPTS = 20
+#: How long a commit keeps retrying transient store failures (throttling, dropped connections, lost responses).
+COMMIT_DEADLINE_S = 120.0
+# delta-rs / object_store errors worth retrying: the request may or may not have been applied
+TRANSIENT = re.compile(r"connection reset|connection closed|broken pipe|timed out|error sending request|"
+                       r"incomplete message|SlowDown|Service Unavailable|\b50[0-4]\b", re.I)
 
 
 def table_uri(location: str) -> str:
@@ -210,29 +215,50 @@ class DeltaRsManifest:
         schema = arrow_schema()
         data = pa.Table.from_pylist([_arrow_row(r) for r in rows], schema=schema)
         tag = commit_tag(job, batch_id, run_id)
-        for attempt in range(COMMIT_ATTEMPTS):
-            table = self._table()
-            seen = table.transaction_version(job)
-            if seen is not None and seen >= batch_id:
-                raise FencedError(
-                    f"job {job!r} batch {batch_id} was already committed by another run (the manifest holds batch "
-                    f"{seen}); this run ({run_id}) committed nothing. Re-run to continue from the manifest.")
-            props = CommitProperties(
-                custom_metadata={"userMetadata": tag}, max_commit_retries=0,
-                app_transactions=[Transaction(job, batch_id, int(time.time() * 1000))])
+        deadline = time.monotonic() + COMMIT_DEADLINE_S
+        races = transient = 0
+        while True:
             try:
+                table = self._table()
+                seen = table.transaction_version(job)
+                if seen is not None and seen >= batch_id:
+                    if transient and self._committed(table, tag):
+                        return len(rows)  # our earlier attempt landed; only its response was lost
+                    raise FencedError(
+                        f"job {job!r} batch {batch_id} was already committed by another run (the manifest holds "
+                        f"batch {seen}); this run ({run_id}) committed nothing. Re-run to continue from the manifest.")
+                props = CommitProperties(
+                    custom_metadata={"userMetadata": tag}, max_commit_retries=0,
+                    app_transactions=[Transaction(job, batch_id, int(time.time() * 1000))])
                 write_deltalake(table, data, mode="append", commit_properties=props,
                                 storage_options=self.storage_options or None)
                 return len(rows)
             except CommitFailedError as e:  # another writer took this table version: check again on the next
+                races += 1
+                if races >= COMMIT_ATTEMPTS:
+                    raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location}: lost "
+                                        f"{COMMIT_ATTEMPTS} races to concurrent writers; nothing was committed") from None
                 log.info("manifest %s: commit of %s batch %d lost a race (%s); re-checking", self.location, job,
                          batch_id, _first_line(e))
-                time.sleep(min(0.05 * (attempt + 1), 0.5))
+                time.sleep(min(0.05 * races, 0.5))
+            except (FencedError, ManifestError) as e:
+                if isinstance(e, FencedError) or not TRANSIENT.search(str(e)) or time.monotonic() > deadline:
+                    raise
+                transient += 1
+                time.sleep(min(0.1 * 2 ** transient, 5.0))
             except Exception as e:  # noqa: BLE001
+                if TRANSIENT.search(str(e)) and time.monotonic() < deadline:
+                    transient += 1
+                    log.info("manifest %s: commit of %s batch %d: %s; retrying", self.location, job, batch_id,
+                             _first_line(e))
+                    time.sleep(min(0.1 * 2 ** transient, 5.0))
+                    continue
                 raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location} failed: "
                                     f"{_first_line(e)}") from None
-        raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location}: lost {COMMIT_ATTEMPTS} races "
-                            f"to concurrent writers; nothing was committed")
+
+    def _committed(self, table: Any, tag: str) -> bool:
+        """Whether one of the table's recent commits carries ``tag`` (this run's commit of this batch)."""
+        return any(h.get("userMetadata") == tag for h in table.history(50))
 
     def warm_commit(self) -> None:
         """Nothing to pre-resolve: a delta-rs commit reads the transaction ids from the log it loads."""

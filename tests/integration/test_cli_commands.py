@@ -62,7 +62,8 @@ def test_check_sink_json_then_vacuum_dry_run(kafka, s3, bucket, topic_name, tmp_
     batches = _json_lines(out)
     assert len(batches) == 1, out[-3000:]
     b = batches[0]
-    assert set(b) == {"batch_id", "run_id", "objects", "records", "bytes", "committed_rows", "seconds"}
+    assert set(b) == {"batch_id", "run_id", "objects", "records", "bytes", "committed_rows", "s3_retries", "seconds"}
+    assert b["s3_retries"] == 0
     assert b["batch_id"] == 0 and b["records"] == 25 and b["objects"] == 3  # 10 + 10 + a flushed tail of 5
     assert b["bytes"] > 0 and b["committed_rows"] >= 1 and isinstance(b["run_id"], str) and b["run_id"]
     assert all(isinstance(v, float) for v in b["seconds"].values()) and b["seconds"]

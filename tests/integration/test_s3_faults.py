@@ -1,0 +1,130 @@
+"""S3 faults injected by a loopback proxy (tests/integration/s3_proxy.py) in front of the moto S3 endpoint: 503
+SlowDown at 5/20/40 %, connections reset mid-upload, responses lost after S3 did the work, and a dead store.
+
+The objects (boto3, in the executors and on the driver) and the manifest (delta-rs) both go through the proxy. The
+sink must finish by retrying, with the manifest exact (every offset once, no duplicate object row, no orphan,
+no open multipart upload) and the retries counted in the batch result; with every request refused it fails
+within ``s3.retry.deadline.ms`` naming the endpoint, committing nothing.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from archive_checks import base_config, check_chains, check_exactly_once, json_payloads, manifest_rows, produce
+from s3_proxy import FaultProxy
+
+from lakesink.config import SinkConfig
+from lakesink.driver.sink import SinkJob
+from lakesink.driver.vacuum import vacuum
+from lakesink.errors import BatchFailedError, ManifestError, StoreError
+from lakesink.store import S3Store, StoreSettings, backoff_s, open_store
+
+
+@pytest.fixture
+def proxy(s3):
+    p = FaultProxy(s3.endpoint_url).start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def _store(s3, url: str, bucket: str, **over) -> S3Store:
+    return open_store(StoreSettings(bucket, endpoint_url=url, region="us-east-1", access_key="testing",
+                                    secret_key="testing", **over))
+
+
+def test_backoff_is_full_jitter_exponential_and_capped():
+    assert backoff_s(1, 200, lambda a, b: b) == pytest.approx(0.2)
+    assert backoff_s(4, 200, lambda a, b: b) == pytest.approx(1.6)
+    assert backoff_s(40, 200, lambda a, b: b) == 10.0
+    assert backoff_s(3, 200, lambda a, b: a) == 0.0
+
+
+def test_store_calls_ride_out_40_percent_slowdowns(s3, proxy, bucket):
+    store = _store(s3, proxy.url, bucket, retry_backoff_ms=20)
+    proxy.slowdown = 0.4
+    for i in range(30):
+        w = store.put_bytes(f"k/{i}", b"x" * i)
+        assert w.key == f"k/{i}"
+        assert store.head(f"k/{i}").size == i and store.read(f"k/{i}") == b"x" * i
+    assert sorted(o.key for o in store.list("k/")) == sorted(f"k/{i}" for i in range(30))
+    assert proxy.counts["slowdowns"] > 20 and store.retries == proxy.counts["slowdowns"]
+
+
+def test_listing_pages_through_call(s3, proxy, bucket):
+    client = s3.client()
+    for i in range(1003):  # moto pages at 1000 keys
+        client.put_object(Bucket=bucket, Key=f"p/{i:05d}", Body=b"")
+    store = _store(s3, proxy.url, bucket, retry_backoff_ms=20)
+    proxy.slowdown = 0.3
+    assert [o.key for o in store.list("p/")] == [f"p/{i:05d}" for i in range(1003)]
+
+
+def test_a_store_that_always_throttles_fails_within_the_deadline_naming_the_endpoint(s3, proxy, bucket):
+    store = _store(s3, proxy.url, bucket, retry_deadline_ms=1500, retry_backoff_ms=50)
+    proxy.slowdown = 1.0
+    t0 = time.monotonic()
+    with pytest.raises(StoreError) as e:
+        store.put_bytes("k/x", b"data")
+    took = time.monotonic() - t0
+    msg = str(e.value)
+    assert took < 4, took
+    assert "\n" not in msg and "SlowDown (503)" in msg and proxy.url in msg and "s3.retry.deadline.ms=1500" in msg
+
+
+def test_a_dead_endpoint_fails_after_s3_part_retries(s3, bucket):
+    store = _store(s3, "http://127.0.0.1:9", bucket, retry_backoff_ms=10)
+    t0 = time.monotonic()
+    with pytest.raises(StoreError, match=r"Could not connect to the endpoint URL.*gave up after 4 attempt\(s\); "
+                                         r"endpoint http://127.0.0.1:9"):
+        store.head("k")
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.2, 0.4])
+def test_sink_archives_exactly_once_through_slowdowns_resets_and_lost_responses(spark, kafka, s3, proxy, bucket,
+                                                                              topic_name, rate):
+    kafka.create_topic(topic_name, partitions=2)
+    sent = produce(kafka, topic_name, json_payloads(120), partition_of=lambda i: i % 2)
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+        "store.url": proxy.url, "flush.size": "15", "s3.retry.backoff.ms": "20"}))
+    proxy.slowdown, proxy.reset, proxy.lost_response = rate, rate / 4, rate / 4
+    res = SinkJob(spark, cfg).run_batch(flush_tail=True)
+    proxy.slowdown = proxy.reset = proxy.lost_response = 0.0
+    faults = proxy.counts["slowdowns"] + proxy.counts["resets"] + proxy.counts["lost_responses"]
+    print(f"rate {rate}: {dict(proxy.counts)}; batch {res.summary()}")
+    assert faults > 0 and res.s3_retries > 0
+    assert res.records == 120 and f"{res.s3_retries} S3 retries" in res.summary()
+    rows = manifest_rows(spark, cfg)
+    check_chains(rows, {(topic_name, 0): 60, (topic_name, 1): 60})
+    keys = [r.object_key for r in rows if r.kind == "object"]
+    assert len(keys) == len(set(keys)) == 8
+    check_exactly_once(spark, cfg, sent, "json")
+    report = vacuum(None, cfg, retention_s=0.0)
+    assert report.orphans == [] and report.uploads == [] and report.unknown == []
+
+
+def test_sink_with_every_request_refused_fails_within_the_deadline_committing_nothing(spark, kafka, s3, proxy,
+                                                                                      bucket, topic_name):
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(20))
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+        "store.url": proxy.url, "flush.size": "10", "s3.retry.deadline.ms": "2000", "s3.retry.backoff.ms": "50"}))
+    job = SinkJob(spark, cfg)
+    job.manifest.ensure()  # the table exists; then S3 starts refusing everything
+    proxy.slowdown = 1.0
+    t0 = time.monotonic()
+    with pytest.raises((BatchFailedError, StoreError, ManifestError)) as e:
+        job.run_batch(flush_tail=True)
+    took = time.monotonic() - t0
+    proxy.slowdown = 0.0
+    assert took < 60, took
+    # the first request to fail for good names what it was for: the manifest (read before anything is written)
+    # or an object upload
+    msg = str(e.value)
+    assert "\n" not in msg and "SlowDown" in msg and ("manifest" in msg or proxy.url in msg), msg
+    assert manifest_rows(spark, cfg) == []
+    SinkJob(spark, cfg).run_batch(flush_tail=True)  # the next run archives everything once
+    check_chains(manifest_rows(spark, cfg), {(topic_name, 0): 20})
