@@ -44,6 +44,21 @@ S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 SIMPLE_CREDENTIALS = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 
 
+#: Bounded S3A retries for a Spark-engine manifest: S3A's defaults retry a dead endpoint for many minutes (a
+#: scheduler sees a hung job); these give up within about two minutes, throttling included. In cluster mode they
+#: apply only where the cluster has not set them.
+S3A_RETRY_CONF = {
+    "fs.s3a.attempts.maximum": "3",                     # SDK-level attempts per request
+    "fs.s3a.retry.limit": "4",                          # S3A-level retries of other failures
+    "fs.s3a.retry.interval": "500ms",
+    "fs.s3a.retry.throttle.limit": "20",                # 503 SlowDown: more patience, still bounded
+    "fs.s3a.retry.throttle.interval": "1000ms",
+    "fs.s3a.connection.establish.timeout": "5s",
+    "fs.s3a.connection.timeout": "60s",
+    "fs.s3a.connection.request.timeout": "120s",
+}
+
+
 @dataclass(frozen=True)
 class S3Settings:
     """Where S3 is and how to sign requests. ``repr``/``str`` never show the keys.
@@ -75,6 +90,7 @@ class S3Settings:
             "fs.s3a.impl": S3A_FS,
             "fs.s3a.path.style.access": "true" if self.path_style else "false",
             "fs.s3a.endpoint.region": self.region,
+            **S3A_RETRY_CONF,
         }
         if self.endpoint_url:
             c["fs.s3a.endpoint"] = self.endpoint_url

@@ -128,3 +128,19 @@ def test_sink_with_every_request_refused_fails_within_the_deadline_committing_no
     assert manifest_rows(spark, cfg) == []
     SinkJob(spark, cfg).run_batch(flush_tail=True)  # the next run archives everything once
     check_chains(manifest_rows(spark, cfg), {(topic_name, 0): 20})
+
+
+def test_a_spark_manifest_on_a_dead_endpoint_fails_within_bounded_s3a_retries(spark):
+    """S3A's own defaults retry a dead endpoint for many minutes; lakesink's S3A settings give up quickly."""
+    from lakesink.manifest.table import Manifest
+
+    bucket = f"dead-{int(time.time() * 1000)}"
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    hconf.set(f"fs.s3a.bucket.{bucket}.endpoint", "http://127.0.0.1:9")
+    t0 = time.monotonic()
+    with pytest.raises(ManifestError) as e:
+        Manifest(spark, f"s3a://{bucket}/_lakesink/manifest").exists()
+    took = time.monotonic() - t0
+    print(f"dead S3A endpoint failed in {took:.1f}s: {e.value}")
+    assert took < 120, took
+    assert "\n" not in str(e.value) and f"s3a://{bucket}/_lakesink/manifest" in str(e.value)
