@@ -84,6 +84,18 @@ class SchemaCheckResult:
 
 
 @dataclass
+class TranslateResult:
+    """``lakesink check --translate``: another connector's config as a lakesink config."""
+
+    path: str
+    connector: str
+    mapping: list[tuple[str, str, str]]  # (their key, lakesink key or "-", what differs)
+    differences: list[str]               # how the objects differ
+    properties: str                      # the translated config, secrets left out
+    withheld: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TableResult:
     """``lakesink sql``: a query's columns and rows (Python values), printed as an aligned table, JSON or CSV."""
 
@@ -160,7 +172,8 @@ class Output(ABC):
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
                             (RestoreResult, self.restore), (ImportResult, self.manifest_import), (DemoResult, self.demo), (DevResult, self.dev),
                             (SchemaHistoryResult, self.schema_history), (SchemaCheckResult, self.schema_check),
-                            (TableResult, self.table), (StatusResult, self.status)):
+                            (TableResult, self.table), (StatusResult, self.status),
+                            (TranslateResult, self.translated)):
             if isinstance(result, typ):
                 return method(result)
         return self.data(result)
@@ -205,6 +218,11 @@ class Output(ABC):
 
     def status(self, r: StatusResult) -> None:
         self.data(status_dict(r))
+
+    def translated(self, r: TranslateResult) -> None:
+        self.data({"path": r.path, "connector": r.connector, "properties": r.properties, "withheld": r.withheld,
+                   "mapping": [{"key": k, "lakesink": t, "note": n} for k, t, n in r.mapping],
+                   "differences": r.differences})
 
     @abstractmethod
     def demo(self, r: DemoResult) -> None: ...
@@ -312,6 +330,14 @@ class TextOutput(Output):
     def table(self, r: TableResult) -> None:
         self._p(*aligned(r.columns, [[cell_text(v) for v in row] for row in r.rows]))
         self._p(f"({len(r.rows)} row{'' if len(r.rows) == 1 else 's'})", *r.notes)
+
+    def translated(self, r: TranslateResult) -> None:
+        """The config on stdout (redirect it to a file); the key mapping and differences as comments in it."""
+        self._p(f"# {r.path}: recognised as {r.connector}")
+        self._p(*(f"#   {k} -> {t}" + (f": {n}" if n else "") for k, t, n in r.mapping))
+        self._p("# what differs in the objects:", *(f"#   - {d}" for d in r.differences))
+        self.out.write(r.properties)
+        self.out.flush()
 
     def status(self, r: StatusResult) -> None:
         rep = r.report

@@ -56,7 +56,8 @@ UNIMPLEMENTED = (
 )
 
 _SECRET_RE = re.compile(r"(password|secret|jaas|credential|token|user\.info|private\.key|sse\.customer\.key)", re.I)
-_EXPLICIT_SECRETS = {"aws.access.key.id", "aws.secret.access.key"}
+_EXPLICIT_SECRETS = {"aws.access.key.id", "aws.secret.access.key", "aws_access_key_id", "aws_secret_access_key",
+                     "S3_ACCESS_KEY", "S3_SECRET_KEY"}  # the last four: other connectors' spellings
 
 
 _SECRET_WORDS = ("password", "secret", "jaas", "credential", "credentials", "token", "passwd")

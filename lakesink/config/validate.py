@@ -22,6 +22,7 @@ from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, ignored_reason, show
 from lakesink.config.model import Secret, SinkConfig
 from lakesink.config.parse import as_str, flatten, read_source, unescape_java, unwrap
 from lakesink.config.schema_registry import check_registry, lift_converter_keys
+from lakesink.config.translate import foreign_key
 from lakesink.errors import BadValue, ConfigError, ConfigProblem, KeyNameError, PatternError
 
 __all__ = ["Problems", "ParsedKeys", "build_config", "load_config", "check_name", "check_kafka", "check_topics",
@@ -101,6 +102,12 @@ def read_keys(flat: Mapping[str, Any], problem: Problems) -> ParsedKeys:
             ignored.append((key, reason))
             if reason.startswith("Confluent S3 sink key"):
                 problem.warn(f"{key} is a Confluent S3 sink key lakesink does not implement; ignored")
+        elif (foreign := foreign_key(key)) is not None:  # another connector's key: say what it is, not a guess
+            conn, entry = foreign
+            target = f"lakesink's is {entry.target!r}" if entry.target else "lakesink has no equivalent"
+            note = f" ({entry.note})" if entry.note else ""
+            problem(key, value, f"is a key of {conn.name}: {target}{note}; `lakesink check --translate` "
+                                f"translates the whole config")
         else:
             close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
