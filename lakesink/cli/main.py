@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 
 from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
 from lakesink.cli.output import FORMATS, Output, make_output
+from lakesink.cli.sink import VERBOSE_ENV, spark_log_file
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
 COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
@@ -38,12 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how results are printed: text for people (default) or json (one JSON "
                              "document per result, one per line)")
     parser.add_argument("--debug", action="store_true",
-                        help="print the traceback of errors and log lakesink.* at DEBUG level")
+                        help="print the traceback of errors and log lakesink.* at DEBUG level (implies --verbose)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="let Spark log to the terminal (by default its log goes to a file named in errors)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # the global options are also accepted after the subcommand (`lakesink sink --format json ...`)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--format", choices=sorted(FORMATS), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     add_parser = sub.add_parser
 
     def add_with_common(name, **kw):
@@ -80,6 +85,9 @@ def _fail(output: Output, ex: BaseException, debug: bool, internal: bool) -> int
             msg += " (run with --debug for the traceback)"
     else:
         msg = f"lakesink: error: {ex}"
+    log = spark_log_file()
+    if log and os.path.exists(log) and os.path.getsize(log) > 0:
+        msg += f" (Spark log: {log})"
     print(msg, file=sys.stderr, flush=True)
     try:
         output.exception(ex, internal=internal)
@@ -110,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     output = make_output(args.format)
     if args.debug:
         _enable_debug_logging()
+    if args.debug or args.verbose:
+        os.environ[VERBOSE_ENV] = "1"
     try:
         result = args.func(args, output)
         if not isinstance(result, int):

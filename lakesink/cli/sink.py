@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from lakesink.cli.output import SinkResult
 
@@ -21,12 +22,87 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def session(cfg, master: str | None):
-    """The Spark session for ``cfg`` (S3A settings from the config), for a CLI command."""
+    """The Spark session for ``cfg`` (S3A settings from the config), for a CLI command. A JVM this starts logs
+    to a file (:func:`new_log_file`), not the terminal, unless ``--verbose``/``--debug``."""
+    import os
+
+    from pyspark.sql import SparkSession
+
     from lakesink import wiring
     from lakesink.spark import get_spark
 
+    global _spark_log
     quiet_query_error_loggers()
-    return get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg))
+    starts_jvm = SparkSession.getActiveSession() is None
+    log = new_log_file(cfg.name) if starts_jvm and not os.environ.get(VERBOSE_ENV) else None
+    with jvm_stderr_to(log):
+        spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
+                          conf=quiet_spark_conf(log))
+    if log is not None:
+        _spark_log = log
+    return spark
+
+
+VERBOSE_ENV = "LAKESINK_VERBOSE"
+LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
+_spark_log: str | None = None
+
+
+def spark_log_file() -> str | None:
+    """The log file of the Spark JVM this process started (None: none started, or it logs to the terminal)."""
+    return _spark_log
+
+
+def new_log_file(job: str) -> str:
+    """A log file for this run's Spark: ``$LAKESINK_SPARK_LOG_FILE`` if set, else one per run under
+    ``$LAKESINK_LOG_DIR`` (default ``<tmp>/lakesink-logs-<uid>``)."""
+    import datetime as dt
+    import os
+    import tempfile
+
+    if os.environ.get(LOG_FILE_ENV):
+        return os.environ[LOG_FILE_ENV]
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    d = os.environ.get("LAKESINK_LOG_DIR") or os.path.join(tempfile.gettempdir(), f"lakesink-logs-{uid}")
+    os.makedirs(d, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(d, f"{job}-{stamp}-{os.getpid()}.log")
+
+
+def quiet_spark_conf(log: str | None) -> dict[str, str]:
+    """Spark settings that keep the terminal for lakesink's own output: no console progress bars, and (with a
+    ``log`` file) the driver's log4j -- Spark, Hadoop, task failures with Python tracebacks -- to that file."""
+    from importlib.resources import files
+
+    conf = {"spark.ui.showConsoleProgress": "false"}
+    if log is not None:
+        cfg_file = str(files("lakesink.cli").joinpath("log4j2-cli.properties"))
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{cfg_file} -Dlakesink.log.file={log}"
+    return conf
+
+
+@contextlib.contextmanager
+def jvm_stderr_to(path: str | None):
+    """Point file descriptor 2 at ``path`` while the Spark JVM is launched, so the JVM (and the Python workers
+    it starts) write their stderr -- JVM warnings, anything not going through log4j -- to the log file for their
+    whole life; this process's own stderr is restored right after."""
+    import os
+    import sys
+
+    if path is None:
+        yield
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
 
 
 def run(args: argparse.Namespace, output) -> SinkResult:

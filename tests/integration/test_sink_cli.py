@@ -50,3 +50,25 @@ def test_bad_config_exits_3_naming_every_problem(tmp_path):
     assert r.returncode == 3  # config error
     assert "flush.size='zero'" in r.stderr and "did you mean 'format.class'" in r.stderr
     assert str(f) in r.stderr
+
+
+def test_a_bad_record_is_one_stderr_line_and_the_details_go_to_the_log_file(kafka, s3, bucket, topic_name, tmp_path):
+    """Spark's task-failure log and the Python worker's traceback go to the run's log file; stderr has the one
+    `lakesink: error:` line naming the record, its cause and the log file; exit 6 (bad record)."""
+    from archive_checks import json_payloads, write_config
+
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(3) + [b"{not json"] + json_payloads(2, start=4))
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{"flush.size": "2"}))
+    log = tmp_path / "run.log"
+    env = {**__import__("os").environ, "LAKESINK_SPARK_LOG_FILE": str(log)}
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", "sink", "--config", cfg, "--once", "--master",
+                        "local[1]"], capture_output=True, text=True, timeout=540, env=env, cwd=tmp_path)
+    assert r.returncode == 6, r.stderr[-3000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr[-5000:]
+    assert lines[0].startswith("lakesink: error: batch 0 of job") and "nothing was committed" in lines[0]
+    assert f"{topic_name}-0@3" in lines[0] and f"(Spark log: {log})" in lines[0]
+    text = log.read_text()
+    assert "Traceback" in text and f"{topic_name}-0@3" in text
+    assert "s3.bucket.name" not in r.stdout  # the results only
