@@ -22,7 +22,7 @@ import traceback
 from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
 from lakesink.cli.output import FORMATS, Output, make_output
-from lakesink.cli.sink import VERBOSE_ENV, spark_log_file
+from lakesink.cli.sink import set_verbose, spark_log_file
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
 COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
@@ -118,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     output = make_output(args.format)
     if args.debug:
         _enable_debug_logging()
-    if args.debug or args.verbose:
-        os.environ[VERBOSE_ENV] = "1"
+    set_verbose(args.debug or args.verbose)
     try:
         result = args.func(args, output)
         if not isinstance(result, int):

@@ -24,8 +24,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def session(cfg, master: str | None):
     """The Spark session for ``cfg`` (S3A settings from the config), for a CLI command. A JVM this starts logs
     to a file (:func:`new_log_file`), not the terminal, unless ``--verbose``/``--debug``."""
-    import os
-
     from pyspark.sql import SparkSession
 
     from lakesink import wiring
@@ -34,7 +32,7 @@ def session(cfg, master: str | None):
     global _spark_log
     quiet_query_error_loggers()
     starts_jvm = SparkSession.getActiveSession() is None
-    log = new_log_file(cfg.name) if starts_jvm and not os.environ.get(VERBOSE_ENV) else None
+    log = new_log_file(cfg.name) if starts_jvm and not _verbose else None
     with jvm_stderr_to(log):
         spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
                           conf=quiet_spark_conf(log))
@@ -43,9 +41,16 @@ def session(cfg, master: str | None):
     return spark
 
 
-VERBOSE_ENV = "LAKESINK_VERBOSE"
 LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
 _spark_log: str | None = None
+_verbose = False
+
+
+def set_verbose(verbose: bool) -> None:
+    """``--verbose``/``--debug``: a Spark JVM this process starts logs to the terminal, not to a file. (Module
+    state, not an environment variable: child processes, e.g. a test's subprocesses, must not inherit it.)"""
+    global _verbose
+    _verbose = bool(verbose)
 
 
 def spark_log_file() -> str | None:

@@ -42,34 +42,29 @@ def archive(spark, kafka, s3, tmp_path_factory):
     kafka.create_topic(topic, partitions=2)
     p = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": f"tx-{topic}"})
     p.init_transactions(30)
-    n = 0
-    committed_p0 = 0
-    for commit, count in ((True, 6), (False, 3), (True, 5)):
-        p.begin_transaction()
-        for _ in range(count):
-            p.produce(topic, value=json.dumps({"id": n}).encode(), partition=0)
-            n += 1
-        p.flush(30)
-        (p.commit_transaction if commit else p.abort_transaction)(30)
-        committed_p0 += count if commit else 0
+    written = [0, 0]  # records produced, records committed (partition 0)
+
+    def transactions(plan):
+        for commit, count in plan:
+            p.begin_transaction()
+            for _ in range(count):
+                p.produce(topic, value=json.dumps({"id": written[0]}).encode(), partition=0)
+                written[0] += 1
+            p.flush(30)
+            (p.commit_transaction if commit else p.abort_transaction)(30)
+            written[1] += count if commit else 0
+
+    transactions(((True, 6), (False, 3), (True, 5)))
     produce(kafka, topic, json_payloads(12), partition_of=lambda i: 1, headers=False)
     raw = base_config(kafka, s3, bucket, topic, **{"flush.size": "4"})
     cfg = SinkConfig.from_dict(raw)
     SinkJob(spark, cfg).run_batch(flush_tail=True)
-    # a range that starts with an aborted transaction (a hole before its object) and ends with one
-    for commit, count in ((False, 1), (True, 2), (False, 1)):
-        p.begin_transaction()
-        for _ in range(count):
-            p.produce(topic, value=json.dumps({"id": n}).encode(), partition=0)
-            n += 1
-        p.flush(30)
-        (p.commit_transaction if commit else p.abort_transaction)(30)
-        committed_p0 += count if commit else 0
+    transactions(((False, 1), (True, 2), (False, 1)))  # a range starting and ending with an aborted transaction
     SinkJob(spark, cfg).run_batch(flush_tail=True)
     SinkJob(spark, cfg).run_batch(flush_tail=True)  # whatever the last range left: an advance row
     produce(kafka, topic, json_payloads(5, start=100), partition_of=lambda i: 1, headers=False)  # lag on p1
     return {"cfg": cfg, "file": write_config(tmp_path_factory.mktemp("sqlcfg"), raw), "topic": topic,
-            "committed": {0: committed_p0, 1: 12}, "end": {0: 24, 1: 17}, "job": raw["name"]}
+            "committed": {0: written[1], 1: 12}, "end": {0: 24, 1: 17}, "job": raw["name"]}
 
 
 def run(spark, archive, n: int):
