@@ -106,3 +106,14 @@ class KafkaMetadata:
             except Exception as e:  # noqa: BLE001
                 raise self._fail("listing offsets", e) from None
         return TopicsSnapshot(cluster_id, topic_ids, bounds)
+
+
+def job_bounds(kafka_options: Mapping[str, str], topics: list[str] | None, regex: str | None,
+               also: set[str] = frozenset()) -> dict[tuple[str, int], PartitionBounds]:
+    """Offset bounds of a job's partitions: its configured topics (or those matching ``regex``) plus the topics
+    in ``also`` (e.g. those its manifest names) that still exist."""
+    md = KafkaMetadata(kafka_options)
+    configured = md.resolve_topics(list(topics or []), regex) if (topics or regex) else []
+    existing = set(md.resolve_topics(None, ".*")) if also else set()
+    names = sorted(set(configured) | (set(also) & existing))
+    return md.snapshot(names).bounds if names else {}

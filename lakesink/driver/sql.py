@@ -37,17 +37,10 @@ class QueryResult:
 def end_offset_rows(cfg: "SinkConfig", topics: set[str]) -> list[tuple]:
     """``(job, topic, partition, earliest, end)`` from the broker for the job's configured topics plus
     ``topics`` (those its manifest rows name) that still exist."""
-    from lakesink.driver.kafka_admin import KafkaMetadata
+    from lakesink.driver.kafka_admin import job_bounds
 
-    md = KafkaMetadata(cfg.kafka_options)
-    configured = md.resolve_topics(cfg.topics, cfg.topics_regex) if (cfg.topics or cfg.topics_regex) else []
-    existing = set(md.resolve_topics(None, ".*"))
-    names = sorted(set(configured) | (set(topics) & existing))
-    snap = md.snapshot(names) if names else None
-    rows = []
-    for (topic, part), b in sorted((snap.bounds if snap else {}).items()):
-        rows.append((cfg.name, topic, part, b.earliest, b.latest))
-    return rows
+    bounds = job_bounds(cfg.kafka_options, list(cfg.topics), cfg.topics_regex, topics)
+    return [(cfg.name, t, p, b.earliest, b.latest) for (t, p), b in sorted(bounds.items())]
 
 
 def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: Any = None,

@@ -140,7 +140,7 @@ def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any 
     """The status of job ``cfg.name``. ``spark`` (a session or a callable returning one) is used only by a
     catalog-table manifest."""
     from lakesink import wiring
-    from lakesink.driver.kafka_admin import KafkaMetadata
+    from lakesink.driver.kafka_admin import job_bounds
     from lakesink.driver.vacuum import vacuum
     from lakesink.errors import KeyNameError
     from lakesink.objects.naming import parse_key
@@ -156,12 +156,8 @@ def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any 
         rows = [r.asDict() for r in manifest.df().where(f"job = '{cfg.name}'").select(*PROGRESS_COLUMNS).collect()]
     progress = partition_progress(rows, cfg.name)
 
-    md = KafkaMetadata(cfg.kafka_options)
-    configured = md.resolve_topics(list(cfg.topics), cfg.topics_regex) if (cfg.topics or cfg.topics_regex) else []
-    existing = set(md.resolve_topics(None, ".*"))
-    topics = sorted(set(configured) | ({t for t, _ in progress} & existing))
-    snap = md.snapshot(topics) if topics else None
-    bounds = {k: (b.earliest, b.latest) for k, b in (snap.bounds if snap else {}).items()}
+    found = job_bounds(cfg.kafka_options, list(cfg.topics), cfg.topics_regex, {t for t, _ in progress})
+    bounds = {k: (b.earliest, b.latest) for k, b in found.items()}
 
     # every unreferenced object of the job, however young (a running batch's uploads count too)
     rep = vacuum(spark, cfg, retention_s=0.0, execute=False)
