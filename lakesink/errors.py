@@ -42,6 +42,8 @@ class ConfigProblem:
     message: str
 
     def __str__(self) -> str:
+        if self.key.startswith("<"):  # a problem of the file itself ("<file>"), not of one key
+            return self.message
         shown = "<unset>" if self.value is None else repr(self.value)
         return f"{self.key}={shown}: {self.message}"
 
@@ -54,9 +56,12 @@ class ConfigError(LakesinkError):
     def __init__(self, problems: list[ConfigProblem], source: str | None = None):
         self.problems = list(problems)
         self.source = source
+        if len(self.problems) == 1:  # the usual case: one line, naming the file and the key
+            super().__init__(f"{source}: {self.problems[0]}" if source else str(self.problems[0]))
+            return
         where = f" in {source}" if source else ""
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{len(self.problems)} config problem(s){where}:\n{lines}")
+        super().__init__(f"{len(self.problems)} config problems{where}:\n{lines}")
 
 
 class RecordError(LakesinkError):

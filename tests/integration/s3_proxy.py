@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 SLOWDOWN_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
                  b'<Message>Please reduce your request rate.</Message><RequestId>fault-proxy</RequestId></Error>')
+DENIED_BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+               b'<Message>Access Denied</Message><RequestId>fault-proxy</RequestId></Error>')
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
@@ -32,10 +34,11 @@ class FaultProxyServer:
     delta-rs keeps the GIL while it waits on S3, so a proxy thread in the test process would stall with it."""
 
     def __init__(self, upstream_url: str, slowdown: float = 0.0, reset: float = 0.0, latency_s: float = 0.0,
-                 lost_response: float = 0.0, seed: int = 7):
+                 lost_response: float = 0.0, deny: float = 0.0, seed: int = 7):
         u = urlsplit(upstream_url)
         self.upstream = (u.hostname or "127.0.0.1", u.port or 80)
         self.slowdown, self.reset, self.latency_s, self.lost_response = slowdown, reset, latency_s, lost_response
+        self.deny = deny  # share of requests answered 403 AccessDenied (a permission error, never retried)
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.counts: Counter = Counter()
@@ -76,11 +79,12 @@ class FaultProxyServer:
 
     # -- one request
     def control(self, h: BaseHTTPRequestHandler) -> None:
-        """``GET /__fault__?slowdown=0.2&reset=0&lost_response=0&latency_s=0``: set rates; answers the counts."""
+        """``GET /__fault__?slowdown=0.2&reset=0&lost_response=0&latency_s=0&deny=0``: set rates; answers the
+        counts."""
         from urllib.parse import parse_qsl
 
         for k, v in parse_qsl(urlsplit(h.path).query):
-            if k in ("slowdown", "reset", "lost_response", "latency_s"):
+            if k in ("slowdown", "reset", "lost_response", "latency_s", "deny"):
                 setattr(self, k, float(v))
         _read_body(h)
         data = json.dumps(dict(self.counts)).encode()
@@ -104,6 +108,9 @@ class FaultProxyServer:
             _reset(h)
             return
         body = _read_body(h)
+        if self.deny and self._draw() < self.deny:
+            self.counts["denied"] += 1
+            return _answer(h, 403, "Forbidden", DENIED_BODY)
         if draw < self.reset + self.slowdown:
             self.counts["slowdowns"] += 1
             h.send_response(503, "Slow Down")
@@ -138,6 +145,15 @@ class FaultProxyServer:
             conn.close()
 
 
+def _answer(h: BaseHTTPRequestHandler, status: int, reason: str, body: bytes) -> None:
+    h.send_response(status, reason)
+    h.send_header("Content-Type", "application/xml")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    if h.command != "HEAD":
+        h.wfile.write(body)
+
+
 def _reset(h: BaseHTTPRequestHandler) -> None:
     """Close with RST instead of FIN: the client sees 'connection reset by peer'."""
     h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -163,9 +179,9 @@ def _read_body(h: BaseHTTPRequestHandler) -> bytes:
 
 class FaultProxy:
     """A :class:`FaultProxyServer` in a child process: ``start()``, ``url``, ``counts``, and the rates
-    ``slowdown``, ``reset``, ``lost_response``, ``latency_s`` as settable attributes; ``stop()``."""
+    ``slowdown``, ``reset``, ``lost_response``, ``latency_s``, ``deny`` as settable attributes; ``stop()``."""
 
-    RATES = ("slowdown", "reset", "lost_response", "latency_s")
+    RATES = ("slowdown", "reset", "lost_response", "latency_s", "deny")
 
     def __init__(self, upstream_url: str, seed: int = 7):
         object.__setattr__(self, "upstream_url", upstream_url)

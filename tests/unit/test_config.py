@@ -405,17 +405,17 @@ def _problems(path) -> list[str]:
 def test_a_binary_file_is_a_config_error_naming_the_byte(tmp_path):
     f = tmp_path / "garbage.properties"
     f.write_bytes(b"abc\xb2\xff\x00garbage")
-    assert _problems(f) == ["<file>=<unset>: is not a UTF-8 text file (byte 3: b'\\xb2'); expected .properties, "
+    assert _problems(f) == ["is not a UTF-8 text file (byte 3: b'\\xb2'); expected .properties, "
                             "JSON or YAML"]
     f.write_bytes(b"name=j\x00\n")
-    assert _problems(f) == ["<file>=<unset>: contains NUL bytes: not a text config file"]
+    assert _problems(f) == ["contains NUL bytes: not a text config file"]
 
 
 def test_a_yaml_syntax_error_is_one_line(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("name: j\npath.format: 'year=YYYY\n")
     (msg,) = _problems(f)
-    assert msg.startswith("<file>=<unset>: invalid YAML: while scanning a quoted scalar") and "\n" not in msg
+    assert msg.startswith("invalid YAML: while scanning a quoted scalar") and "\n" not in msg
 
 
 def test_value_schema_file_is_checked_at_load(tmp_path):

@@ -1,0 +1,389 @@
+"""docs/faults.md, row by row: every row of the fault table is run here and must give what the row says.
+
+For each row ``F<nn>`` this module has a scenario (``@scenario("F<nn>")``) that builds the input on the local
+stack (real broker, moto S3, the session's Spark) and runs the CLI in this process (``lakesink.cli.main.main``,
+stderr captured), or points at the test elsewhere in the suite that covers the row (``covered_by``). The test
+checks, against the row as written in the doc:
+
+* the exit code;
+* exactly one ``lakesink: error:`` line on stderr, containing the row's expected excerpt(s);
+* the ``committed`` column: ``no side effect`` -- not even a manifest table (config and argument errors are found
+  before anything is created), ``nothing`` -- no manifest row of the job, ``all`` -- every offset archived (rows
+  that are not failures, e.g. a huge record).
+
+The time each row took to fail is printed (``-s``) as a ready-to-paste ``time to fail`` cell; the doc's column
+holds those measured values. It is not asserted: rows that must fail fast are bounded by the test timeout.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from archive_checks import produce
+from s3_proxy import FaultProxy
+
+from lakesink.cli.main import main
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
+ROW = re.compile(r"^\|\s*(F\d{2})\s*\|")
+
+
+@dataclass(frozen=True)
+class FaultRow:
+    id: str
+    fault: str
+    expected: tuple[str, ...]    # the backticked excerpts of the error line ("" row: no error)
+    exit_code: int
+    committed: str                # "no" (side effect) | "nothing" | "all"
+
+
+def doc_rows() -> dict[str, FaultRow]:
+    rows: dict[str, FaultRow] = {}
+    for line in DOC.read_text().splitlines():
+        if not ROW.match(line):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert len(cells) == 7, f"docs/faults.md row needs 7 cells: {line}"
+        rid, fault, _input, expected, code, committed, _time = cells
+        excerpts = tuple(re.findall(r"`([^`]+)`", expected))
+        rows[rid] = FaultRow(rid, fault, excerpts, int(code), committed.split()[0])
+    return rows
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    errors: list[str]              # stderr lines that start with "lakesink: error" / "lakesink: internal error"
+    seconds: float
+    committed: int | None          # the job's manifest rows after the run (None: no manifest table)
+    offsets: int = 0               # offsets the job's rows cover
+
+
+@dataclass
+class Env:
+    """What a scenario builds its input with."""
+
+    kafka: object
+    s3: object
+    spark: object
+    tmp: Path
+    capfd: object
+    bucket: str
+    cleanups: list = field(default_factory=list)
+
+    def topic(self, values: list[bytes | None], partitions: int = 1, **produce_kw) -> str:
+        name = f"ft-{uuid.uuid4().hex[:10]}"
+        self.kafka.create_topic(name, partitions=partitions)
+        if values:
+            produce(self.kafka, name, values, **produce_kw)
+        return name
+
+    def config(self, topic: str = "unused", **over: str) -> dict:
+        cfg = {"name": f"job-{topic}", "topics": topic, "flush.size": "10", "format.class": "json",
+               "s3.bucket.name": self.bucket, "s3.region": "us-east-1", "store.url": self.s3.endpoint_url,
+               "aws.access.key.id": "testing", "aws.secret.access.key": "testing",
+               "manifest.location": str(self.tmp / "manifest"),
+               "kafka.bootstrap.servers": self.kafka.bootstrap_servers}
+        cfg.update(over)
+        return {k: v for k, v in cfg.items() if v is not None}
+
+    def write(self, cfg: dict | bytes | str, name: str = "job.json") -> str:
+        path = self.tmp / name
+        if isinstance(cfg, dict):
+            path.write_text(json.dumps(cfg))
+        elif isinstance(cfg, bytes):
+            path.write_bytes(cfg)
+        else:
+            path.write_text(cfg)
+        return str(path)
+
+    def cli(self, *args: str, cfg: dict | None = None) -> Outcome:
+        self.capfd.readouterr()
+        t0 = time.monotonic()
+        code = main(list(args))
+        took = time.monotonic() - t0
+        err = self.capfd.readouterr().err
+        errors = [ln for ln in err.splitlines() if ln.startswith(("lakesink: error", "lakesink: internal error"))]
+        committed, offsets = self.manifest(cfg) if cfg is not None else (None, 0)
+        return Outcome(code, errors, took, committed, offsets)
+
+    def sink(self, cfg: dict, *extra: str) -> Outcome:
+        return self.cli("sink", "--config", self.write(cfg), "--once", "--flush-tail", *extra, cfg=cfg)
+
+    def manifest(self, cfg: dict) -> tuple[int | None, int]:
+        """(rows of the job, offsets they cover) in the manifest; (None, 0) when there is no table."""
+        from deltalake import DeltaTable
+
+        loc = cfg.get("manifest.location", "")
+        if not Path(loc, "_delta_log").exists():
+            return None, 0
+        t = DeltaTable(loc).to_pyarrow_table(columns=["job", "range_start", "range_end"]).to_pylist()
+        mine = [r for r in t if r["job"] == cfg["name"]]
+        return len(mine), sum(r["range_end"] - r["range_start"] + 1 for r in mine)
+
+
+SCENARIOS: dict[str, Callable[[Env], Outcome]] = {}
+COVERED_ELSEWHERE: dict[str, str] = {}
+
+
+def scenario(rid: str):
+    def register(fn: Callable[[Env], Outcome]):
+        SCENARIOS[rid] = fn
+        return fn
+    return register
+
+
+def covered_by(rid: str, node: str) -> None:
+    """Row ``rid`` is the test ``node`` (``path::test_name``) elsewhere in the suite."""
+    COVERED_ELSEWHERE[rid] = node
+
+
+def config_row(rid: str, **over: str | None) -> None:
+    """A config error: ``lakesink sink`` with the base config changed by ``over`` (None: key removed)."""
+    @scenario(rid)
+    def run(env: Env) -> Outcome:
+        cfg = env.config(**over)
+        return env.sink(cfg)
+
+
+# ------------------------------------------------------------------------------------- config (exit 3)
+config_row("F01", **{"flush.sise": "3"})
+config_row("F02", **{"flush.size": "abc"})
+config_row("F03", **{"flush.size": "0"})
+config_row("F04", **{"format.class": "com.example.OrcFormat"})
+config_row("F05", **{"s3.bucket.name": None})
+config_row("F06", **{"s3.bucket.name": "My_Bucket"})
+config_row("F07", **{"partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner"})
+config_row("F08", **{"partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+                     "path.format": "YYYY/MM", "partition.duration.ms": "3600000", "locale": "en",
+                     "timezone": "Mars/Olympus"})
+config_row("F09", **{"topics.dir": "../../etc"})
+config_row("F10", **{"topics.dir": "/absolute"})
+config_row("F11", **{"schema.compatibility": "SOMETIMES"})
+config_row("F12", **{"aws.s3.bucket.name": "archive"})
+config_row("F13", **{"topics.regex": "orders.*"})
+config_row("F14", **{"value.schema": "/no/such/schema.avsc"})
+config_row("F15", **{"kafka.ssl.truststore.location": "/etc/kafka/truststore.jks"})
+config_row("F16", **{"s3.ssea.name": "AES512"})
+
+
+@scenario("F17")
+def binary_config(env: Env) -> Outcome:
+    return env.cli("sink", "--config", env.write(b"\x00\x01\xff\xfe" * 64, "job.properties"), "--once")
+
+
+@scenario("F18")
+def missing_config(env: Env) -> Outcome:
+    return env.cli("sink", "--config", str(env.tmp / "nowhere.properties"), "--once")
+
+
+@scenario("F19")
+def yaml_syntax(env: Env) -> Outcome:
+    return env.cli("sink", "--config", env.write("name: job\ntopics: [orders\n", "job.yaml"), "--once")
+
+
+# ------------------------------------------------------------------------------------- usage (exit 2)
+@scenario("F20")
+def bad_interval(env: Env) -> Outcome:
+    cfg = env.config()
+    return env.cli("sink", "--config", env.write(cfg), "--continuous", "--interval", "banana", cfg=cfg)
+
+
+@scenario("F21")
+def bad_sql(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 1}'])
+    cfg = env.config(topic)
+    assert env.sink(cfg).exit_code == 0
+    out = env.cli("sql", "--config", env.write(cfg), "SELECT nosuchcolumn FROM objects")
+    out.committed, out.offsets = 0, 0  # the query commits nothing; the archive above is the setup
+    return out
+
+
+@scenario("F22")
+def bad_restore_where(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 1}'])
+    cfg = env.config(topic)
+    assert env.sink(cfg).exit_code == 0
+    out = env.cli("restore", "--config", env.write(cfg), "--where", "topic = = 'x'", "--to-topic", f"{topic}-copy")
+    out.committed, out.offsets = 0, 0
+    return out
+
+
+# ------------------------------------------------------------------------------------- bad records (exit 6)
+@scenario("F23")
+def corrupt_json(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 0}', b'{"id": 1}', b'{"id": 2}', b'{"id": 3', b'{"id": 4}'])
+    return env.sink(env.config(topic))
+
+
+@scenario("F24")
+def missing_partition_field(env: Env) -> Outcome:
+    topic = env.topic([b'{"country": "de"}', b'{"city": "Paris"}'])
+    return env.sink(env.config(topic, **{
+        "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+        "partition.field.name": "country"}))
+
+
+@scenario("F25")
+def missing_timestamp_field(env: Env) -> Outcome:
+    topic = env.topic([b'{"ts": 1700000000000}', b'{"id": 1}'])
+    return env.sink(env.config(topic, **{
+        "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+        "path.format": "'dt'=YYYY-MM-dd", "partition.duration.ms": "86400000", "locale": "en",
+        "timezone": "UTC", "timestamp.extractor": "RecordField", "timestamp.field": "ts"}))
+
+
+@scenario("F26")
+def tombstone_under_fail(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 0}', None], keys=[b"k0", b"k1"])
+    return env.sink(env.config(topic, **{"behavior.on.null.values": "fail"}))
+
+
+@scenario("F27")
+def non_json_under_json_format(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 0}', b"\x00\x01binary"])
+    return env.sink(env.config(topic))
+
+
+# ------------------------------------------------------------------------------------- not failures
+@scenario("F28")
+def huge_record(env: Env) -> Outcome:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"ft-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": env.kafka.bootstrap_servers})
+    admin.create_topics([NewTopic(name, 1, 1, config={"max.message.bytes": str(12 * 1024 * 1024)})])[name].result(30)
+    p = Producer({"bootstrap.servers": env.kafka.bootstrap_servers, "message.max.bytes": 12 * 1024 * 1024})
+    big = b"x" * (8 * 1024 * 1024)
+    for v in (b"small", big, b"small again"):
+        p.produce(name, v)
+    assert p.flush(30) == 0
+    out = env.sink(env.config(name, **{"format.class": "bytearray", "flush.size": "2",
+                                       "kafka.fetch.max.bytes": str(64 * 1024 * 1024),
+                                       "kafka.max.partition.fetch.bytes": str(16 * 1024 * 1024)}))
+    assert out.offsets == 3
+    return out
+
+
+@scenario("F29")
+def field_value_with_dot_dot(env: Env) -> Outcome:
+    topic = env.topic([b'{"country": "../../etc"}'])
+    out = env.sink(env.config(topic, **{
+        "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+        "partition.field.name": "country"}))
+    return out
+
+
+# ------------------------------------------------------------------------------------- services (exit 5)
+def dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@scenario("F30")
+def broker_unreachable(env: Env) -> Outcome:
+    return env.sink(env.config("orders", **{"kafka.bootstrap.servers": f"127.0.0.1:{dead_port()}"}))
+
+
+@scenario("F31")
+def store_unreachable(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 0}'])
+    return env.sink(env.config(topic, **{"store.url": f"http://127.0.0.1:{dead_port()}", "s3.part.retries": "1",
+                                         "s3.retry.backoff.ms": "50"}))
+
+
+@scenario("F32")
+def bucket_missing(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 0}'])
+    return env.sink(env.config(topic, **{"s3.bucket.name": f"missing-{uuid.uuid4().hex[:8]}"}))
+
+
+@scenario("F33")
+def manifest_unreachable(env: Env) -> Outcome:
+    topic = env.topic([b'{"id": 0}'])
+    cfg = env.config(topic, **{"manifest.location": f"s3a://{env.bucket}/_lakesink/manifest",
+                               "store.url": f"http://127.0.0.1:{dead_port()}", "s3.part.retries": "1",
+                               "s3.retry.backoff.ms": "50"})
+    return env.sink(cfg)
+
+
+@scenario("F34")
+def access_denied(env: Env) -> Outcome:
+    proxy = FaultProxy(env.s3.endpoint_url).start()
+    env.cleanups.append(proxy.stop)
+    topic = env.topic([b'{"id": 0}'])
+    cfg = env.config(topic, **{"store.url": proxy.url})
+    proxy.deny = 1.0
+    return env.sink(cfg)
+
+
+@scenario("F35")
+def throttled_past_the_deadline(env: Env) -> Outcome:
+    proxy = FaultProxy(env.s3.endpoint_url).start()
+    env.cleanups.append(proxy.stop)
+    topic = env.topic([b'{"id": 0}'])
+    cfg = env.config(topic, **{"store.url": proxy.url, "s3.retry.deadline.ms": "2000", "s3.retry.backoff.ms": "50"})
+    proxy.slowdown = 1.0
+    return env.sink(cfg)
+
+
+@scenario("F36")
+def registry_unreachable(env: Env) -> Outcome:
+    topic = env.topic([b"\x00\x00\x00\x00\x07" + b"\x02"])
+    return env.sink(env.config(topic, **{"format.class": "avro",
+                                         "schema.registry.url": f"http://127.0.0.1:{dead_port()}",
+                                         "schema.registry.max.retries": "1",
+                                         "schema.registry.retries.wait.ms": "50"}))
+
+
+# ------------------------------------------------------------------------------------- the test
+ROWS = doc_rows()
+
+
+def test_every_row_has_a_test_and_every_test_a_row():
+    assert len(ROWS) >= 30
+    assert set(ROWS) == set(SCENARIOS) | set(COVERED_ELSEWHERE)
+    root = DOC.parents[1]
+    for rid, node in COVERED_ELSEWHERE.items():
+        path, name = node.split("::")
+        assert f"def {name}(" in (root / path).read_text(), f"{rid}: {node} does not exist"
+
+
+@pytest.fixture
+def env(kafka, s3, spark, bucket, tmp_path, capfd):
+    e = Env(kafka, s3, spark, tmp_path, capfd, bucket)
+    try:
+        yield e
+    finally:
+        for stop in e.cleanups:
+            stop()
+
+
+@pytest.mark.parametrize("rid", sorted(SCENARIOS))
+def test_fault_row(rid, env):
+    row = ROWS[rid]
+    out = SCENARIOS[rid](env)
+    print(f"\n{rid} | exit {out.exit_code} | {out.seconds:.1f} s | {out.errors}")
+    assert out.exit_code == row.exit_code, (rid, out)
+    if row.exit_code == 0:
+        assert out.errors == [], (rid, out)
+    else:
+        assert len(out.errors) == 1, (rid, out.errors)
+        for excerpt in row.expected:
+            assert excerpt in out.errors[0], (rid, excerpt, out.errors[0])
+    if row.committed == "no":
+        assert out.committed is None, (rid, "a manifest table was created", out)
+    elif row.committed == "nothing":
+        assert not out.committed, (rid, out)
+    else:
+        assert row.committed == "all" and out.committed and out.offsets > 0, (rid, out)
