@@ -34,6 +34,7 @@ REGISTRY: dict[str, dict[str, str]] = {
         "bytes": "lakesink.decoders.BytesDecoder",
         "string": "lakesink.decoders.StringDecoder",
         "json_schema": "lakesink.decoders.JsonSchemaDecoder",
+        "protobuf": "lakesink.schemas.protobuf.ProtobufDecoder",
     },
     "partitioner": {
         "default": "lakesink.objects.partitioners.DefaultPartitioner",
@@ -67,6 +68,7 @@ ALIASES: dict[str, dict[str, str]] = {
         "org.apache.kafka.connect.json.JsonConverter": "json",
         "io.confluent.connect.avro.AvroConverter": "avro",
         "io.confluent.connect.json.JsonSchemaConverter": "json_schema",
+        "io.confluent.connect.protobuf.ProtobufConverter": "protobuf",
         "bytearray": "bytes",
         "jsonschema": "json_schema",
     },

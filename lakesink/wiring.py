@@ -183,7 +183,7 @@ def decoder_spec(cfg: "SinkConfig", which: str = "value") -> tuple[str, dict[str
     """
     name = cfg.value_decoder if which == "value" else cfg.key_decoder
     opts: dict[str, Any] = {}
-    if name in ("avro", "json_schema"):
+    if name in ("avro", "json_schema", "protobuf"):
         settings = registry_settings(cfg)
         if settings is not None:
             opts["registry"] = settings

@@ -37,7 +37,7 @@ key                            default      meaning
                                             timeout/retries: :mod:`lakesink.config.schema_registry`, which also
                                             reads the Connect forms (``value.converter.schema.registry.url`` …)
 ``value.subject.name.strategy`` TopicName…  ``key.subject.name.strategy`` too: Topic/Record/TopicRecordNameStrategy
-``value.decoder``              by format    ``avro``/``json``/``bytes``/``string``/``json_schema``; default avro
+``value.decoder``              by format    ``avro``/``json``/``bytes``/``string``/``json_schema``/``protobuf``; default avro
                                             for avro/parquet, json for json, bytes for bytearray/blockgzip (a
                                             known ``value.converter`` class sets it when unset)
 ``key.decoder``                bytes        same choices, for keys

@@ -30,7 +30,7 @@ client: they are refused with a hint to give PEM files. Connect forms are taken 
 ``value.converter.bearer.auth.*``, ``value.converter.value.subject.name.strategy`` (and the ``key.converter.``
 forms); a value that differs from another form of the same key is a problem (one registry per job).
 ``value.converter`` / ``key.converter`` naming a converter lakesink has a decoder for (AvroConverter,
-JsonSchemaConverter, JsonConverter, StringConverter, ByteArrayConverter) set ``value.decoder`` /
+JsonSchemaConverter, ProtobufConverter, JsonConverter, StringConverter, ByteArrayConverter) set ``value.decoder`` /
 ``key.decoder`` when those are not given; other ``*.converter.*`` keys stay ignored.
 """
 from __future__ import annotations
@@ -208,6 +208,14 @@ def check_registry(url: str | None, options: Mapping[str, str], vals: Mapping[st
         strategies[side] = short
 
     for side, dec, file_fmt in (("value", value_decoder, fmt), ("key", key_decoder, keys_fmt)):
+        if dec == "protobuf":
+            if not url:
+                problem(f"{side}.decoder", dec, "needs schema.registry.url (Protobuf values name their schema by "
+                        "registry id)")
+            from lakesink.schemas.protobuf import INSTALL_HINT, available
+
+            if not available():
+                problem(f"{side}.decoder", dec, INSTALL_HINT)
         if dec == "json_schema":
             if not url:
                 problem(f"{side}.decoder", dec, "needs schema.registry.url (JSON Schema values name their schema "

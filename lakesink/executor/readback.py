@@ -48,6 +48,7 @@ from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgume
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
                              RecordCountMismatchError)
 from lakesink.objects.formats.base import RecordView
+from lakesink.objects.records import SOURCE_ATTR
 from lakesink.manifest.rows import to_ms
 from lakesink.schemas.avro import value_converter
 
@@ -258,7 +259,13 @@ def record_bytes_rules() -> dict[str, str]:
             "parquet": "the row as Avro binary of the file's Avro schema; wire format when the row has a schema_id"}
 
 
-def _wire(obj: ArchivedObject) -> bytes:
+def _wire(obj: ArchivedObject, writer_schema: Any = None) -> bytes:
+    """The Confluent wire prefix of the object's values (none without a schema id). Records whose Avro schema
+    lakesink mapped from Protobuf cannot be given back as the bytes Kafka held: refused, naming the object."""
+    if isinstance(writer_schema, dict) and SOURCE_ATTR in writer_schema:
+        raise ArchiveReadError(f"{obj.object_key}: its records came from {writer_schema[SOURCE_ATTR]} values, "
+                               f"archived as Avro; their original bytes cannot be rebuilt (read the object "
+                               f"with Spark's reader for its format, or archive such topics as JSON)")
     return b"" if obj.schema_id is None else b"\x00" + int(obj.schema_id).to_bytes(4, "big")
 
 
@@ -280,7 +287,7 @@ def _avro_values(data: bytes, obj: ArchivedObject) -> list[bytes]:
                 v = reader(buf, schema, None)
                 out.append(v.encode("utf-8") if isinstance(v, str) else bytes(v))
         return out
-    prefix = _wire(obj)
+    prefix = _wire(obj, json.loads(blocks.metadata.get("avro.schema", "null")))
     for block in blocks:
         buf = block.bytes_
         raw = buf.getbuffer()
@@ -305,7 +312,7 @@ def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
     parsed = fastavro.parse_schema(avro)  # with logical types: the reader returns Decimals for decimals
     fix = value_converter(avro, lambda node: None, maps_from_pairs=True)  # Arrow maps back to dicts
     write = fastavro.schemaless_writer
-    prefix = _wire(obj)
+    prefix = _wire(obj, avro)
     out: list[bytes] = []
     buf = io.BytesIO()
     for row in fmt.read(io.BytesIO(data), RecordView.VALUE):

@@ -5,6 +5,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+#: Attribute of an Avro record schema lakesink derived from another schema language (``"protobuf"``): such a
+#: record's Kafka bytes are not Avro, so they are never copied into Avro files nor re-framed as Avro wire format.
+SOURCE_ATTR = "lakesink.source"
+
+
 @dataclass(frozen=True)
 class ValueSchema:
     """Identity of a record's value schema (an Avro schema, parsed to JSON-compatible form).
@@ -19,6 +24,12 @@ class ValueSchema:
     subject: str | None = None
     id: int | None = None
     version: int | None = None
+
+    @property
+    def avro_wire(self) -> bool:
+        """Whether values of this schema arrive as Confluent wire-format *Avro* (vs. a schema lakesink mapped to
+        Avro from Protobuf, whose registry id names a .proto)."""
+        return not (isinstance(self.avro, dict) and SOURCE_ATTR in self.avro)
 
     @property
     def name(self) -> str | None:

@@ -44,10 +44,12 @@ def user(i):
 
 
 def test_names():
-    assert set(DECODER_NAMES) == {"bytes", "string", "json", "avro", "json_schema"}
+    assert set(DECODER_NAMES) == {"bytes", "string", "json", "avro", "json_schema", "protobuf"}
     assert create_decoder("io.confluent.connect.avro.AvroConverter", schema=USER).name == "avro"
     with pytest.raises(ValueError):
-        create_decoder("protobuf")
+        create_decoder("thrift")
+    with pytest.raises(ValueError):  # protobuf needs a registry: its values name their schema by id
+        create_decoder("io.confluent.connect.protobuf.ProtobufConverter")
     with pytest.raises(ValueError):
         create_decoder("json", nope=1)
     with pytest.raises(ValueError):

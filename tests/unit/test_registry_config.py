@@ -127,9 +127,16 @@ def test_explicit_decoder_wins_over_the_converter_class() -> None:
 
 
 def test_unknown_converter_class_is_a_warning() -> None:
-    c = cfg(**{"value.converter": "io.confluent.connect.protobuf.ProtobufConverter"})
-    assert any("ProtobufConverter has no lakesink decoder" in w for w in c.warnings)
+    c = cfg(**{"value.converter": "com.example.ThriftConverter"})
+    assert any("ThriftConverter has no lakesink decoder" in w for w in c.warnings)
     assert c.value_decoder == "avro" and "value.converter" in dict(c.ignored_keys)
+
+
+def test_protobuf_converter_needs_a_registry() -> None:
+    p = problems(**{"value.converter": "io.confluent.connect.protobuf.ProtobufConverter"})
+    assert "needs schema.registry.url" in p["value.decoder"]
+    c = cfg(**{"value.converter": "io.confluent.connect.protobuf.ProtobufConverter", "schema.registry.url": URL})
+    assert c.value_decoder == "protobuf"
 
 
 def test_converter_forms_that_disagree_are_one_problem_each() -> None:

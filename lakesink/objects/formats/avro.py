@@ -130,9 +130,9 @@ class AvroWriter(FormatWriter):
     def _open(self, avro: Any, vs: ValueSchema | None) -> None:
         f = self._fmt
         self._fp = vs.fingerprint if vs is not None else fingerprint(avro)
-        if vs is not None and vs.id is not None and f.fast_path:
+        if vs is not None and vs.id is not None and f.fast_path and vs.avro_wire:
             self._schema_id = b"\x00" + vs.id.to_bytes(4, "big")
-        if vs is not None and f.fast_path:
+        if vs is not None and f.fast_path and vs.avro_wire:
             self._bare_fp = vs.fingerprint
         self._w = Writer(self._sink, copy.deepcopy(avro), codec=f.codec, sync_interval=f.sync_interval,
                          compression_level=f.codec_level, sync_marker=self._sync_marker)
