@@ -202,8 +202,10 @@ class SinkJob:
         the values). Keys are read when stored or when their decoder can reject one (Confluent's
         key converter fails the task on a bad key even when keys are not stored)."""
         cfg = self.cfg
-        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes", len({p.topic for p in plans}) > 1,
-                cfg.store_kafka_headers)
+        transform = wiring.transforms(cfg)  # the columns a transform reads (lakesink.transforms)
+        tkey, theaders = transform.reads() if transform is not None else (False, False)
+        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes" or tkey, len({p.topic for p in plans}) > 1,
+                cfg.store_kafka_headers or theaders)
 
     def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
         """Read and archive ``plans`` on the executors; the collected result rows."""
