@@ -86,6 +86,11 @@ class EncodeError(RecordError):
     """The format cannot encode the record's value (bytes for JSON, non-bytes for ByteArray, ...)."""
 
 
+class TransformError(RecordError):
+    """A transform (``transforms.sql`` / ``transforms.python``) failed on the record, or returned something
+    that is not a record of it; the batch commits nothing."""
+
+
 class KeyNameError(LakesinkError):
     """An object key that lakesink did not build, or a name that would escape topics.dir."""
 

@@ -253,6 +253,18 @@ def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
                       path_style=cfg.s3_path_style_access)
 
 
+# ----------------------------------------------------------------------------- transforms
+
+def transforms(cfg: "SinkConfig") -> Any:
+    """The config's record transforms (:class:`lakesink.transforms.Transforms`), or None without any."""
+    if not (getattr(cfg, "transforms_sql", None) or getattr(cfg, "transforms_python", None)):
+        return None
+    from lakesink.transforms import PythonTransform, SqlTransform, Transforms
+
+    return Transforms(SqlTransform(cfg.transforms_sql) if cfg.transforms_sql else None,
+                      PythonTransform(cfg.transforms_python) if cfg.transforms_python else None)
+
+
 # ----------------------------------------------------------------------------- manifest
 
 def manifest(cfg: "SinkConfig", spark: Any = None):

@@ -432,7 +432,10 @@ def batch_dict(res: Any) -> dict:
     """The JSON form of one sink batch (``lakesink.driver.sink.BatchResult``)."""
     return {"batch_id": res.batch_id, "run_id": res.run_id, "objects": res.objects, "records": res.records,
             "bytes": res.bytes, "committed_rows": res.committed_rows, "s3_retries": res.s3_retries,
-            "seconds": dict(res.seconds)}
+            "seconds": dict(res.seconds),
+            # the metrics table's numbers (lakesink.manifest.metrics)
+            "partitions": len(getattr(res, "partitions", ()) or ()), "records_read": getattr(res, "records_read", 0),
+            "metrics_warning": getattr(res, "metrics_warning", None)}
 
 
 def _object_dict(o: Any, uri: Callable[[str], str]) -> dict:

@@ -18,6 +18,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flush-tail", action="store_true",
                    help="at the end of a batch also close and commit files below flush.size")
     p.add_argument("--master", default=None, help="Spark master for a local run (default: local[*] or the cluster's)")
+    p.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default="auto",
+                   help="each batch's progress on stderr: a bar on a terminal, else a line every --progress-every "
+                        "(auto, the default), or always bar/lines, or none")
+    p.add_argument("--progress-every", default="30s", help="interval of the plain progress lines (30s, 1m, ...)")
     p.set_defaults(func=run)
 
 
@@ -124,20 +128,31 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     t = time.monotonic()
     cfg = load_config(args.config)
     interval = parse_interval(args.interval)  # a bad --interval fails before Spark starts
+    every = parse_interval(getattr(args, "progress_every", "30s"), "--progress-every")
     for w in cfg.warnings:
         output.warning(w)
     startup["config"], t = time.monotonic() - t, time.monotonic()
     job = SinkJob(lambda: session(cfg, args.master), cfg)
     startup["init"] = time.monotonic() - t
+    from lakesink.cli.progress import ProgressDisplay
+
+    display = ProgressDisplay(getattr(args, "progress", "auto"), every_s=every)
+    job.on_progress = display
 
     def on_batch(result) -> None:
         if startup:  # the first batch carries the cold start, in order, before its own phases
             result.seconds = {**startup, **result.seconds}
             startup.clear()
+        display.close()
+        if result.metrics_warning:
+            output.warning(result.metrics_warning)
         output.batch(result)
 
-    batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
-                      on_batch=on_batch)
+    try:
+        batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
+                          on_batch=on_batch)
+    finally:
+        display.close()
     return SinkResult(batches=batches)
 
 

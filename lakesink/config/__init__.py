@@ -46,6 +46,9 @@ key                            default      meaning
 ``blockgzip.compression``      gzip         ``gzip``/``bzip2``
 ``batch.max.records``          -1           max records per Kafka partition per batch (-1 unlimited)
 ``offsets.on.data.loss``       fail         ``fail``/``skip`` when retention deleted unarchived offsets
+``transforms.sql``                          a DuckDB query or filter over each record batch (lakesink.transforms)
+``transforms.python``                       ``package.module:function`` of one record (lakesink.transforms)
+``metrics.location``           by manifest  the per-batch metrics table; ``<manifest.location>_metrics``, ``none``
 ============================== ============ ===========================================================
 
 Kafka Connect framework keys (``connector.class``, ``tasks.max``, ``key.converter*``,

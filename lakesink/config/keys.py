@@ -33,7 +33,8 @@ CONNECT_PREFIXES = (
     ("value.converter", "Connect converter; lakesink decodes values with value.decoder"),
     ("header.converter", "Connect converter; headers are kept as bytes"),
     ("errors.", "Connect error handling / DLQ is not supported; bad records fail the batch"),
-    ("transforms", "Connect SMTs are not supported"),
+    ("transforms", "Connect SMTs are not applied; lakesink's transforms.sql (a DuckDB query or filter over "
+                   "key, value, headers, timestamp) or transforms.python (a function of one record) do their work"),
     ("predicates", "Connect SMT predicates are not supported"),
     ("consumer.override.", "Connect client override; use kafka.* keys"),
     ("producer.override.", "Connect client override; use kafka.* keys"),
@@ -227,6 +228,10 @@ KEYS: tuple[Key, ...] = (
     Key("blockgzip.compression", "blockgzip_compression", _enum("gzip", "bzip2"), "gzip"),
     Key("batch.max.records", "batch_max_records", as_int, -1, False, _batch_check),
     Key("offsets.on.data.loss", "offsets_on_data_loss", _enum("fail", "skip", ci=True), "fail"),
+    # record transforms (lakesink.transforms) and batch metrics (lakesink.manifest.metrics)
+    Key("transforms.sql", "transforms_sql", as_str, None),
+    Key("transforms.python", "transforms_python", as_str, None),
+    Key("metrics.location", "metrics_location", as_str, None),
 )
 BY_NAME = {k.name: k for k in KEYS}
 KNOWN_KEYS = frozenset(BY_NAME) | {"kafka.bootstrap.servers"}

@@ -110,6 +110,9 @@ class SinkConfig:
     blockgzip_compression: str
     batch_max_records: int
     offsets_on_data_loss: str
+    transforms_sql: str | None = None      # lakesink.transforms: a DuckDB query / filter over each record batch
+    transforms_python: str | None = None   # lakesink.transforms: package.module:function of one record
+    metrics_location: str | None = None    # lakesink.manifest.metrics: default <manifest.location>_metrics
     ignored_keys: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = ()
     source: str | None = None

@@ -102,6 +102,8 @@ def read_keys(flat: Mapping[str, Any], problem: Problems) -> ParsedKeys:
             ignored.append((key, reason))
             if reason.startswith("Confluent S3 sink key"):
                 problem.warn(f"{key} is a Confluent S3 sink key lakesink does not implement; ignored")
+            elif key == "transforms" and as_str(value):  # Connect SMTs: the archive would differ from Connect's
+                problem.warn(f"transforms={as_str(value)}: {reason}")
         elif (foreign := foreign_key(key)) is not None:  # another connector's key: say what it is, not a guess
             conn, entry = foreign
             target = f"lakesink's is {entry.target!r}" if entry.target else "lakesink has no equivalent"
@@ -422,6 +424,21 @@ def manifest_engine(engine: str, location: str | None, problem: Problems) -> str
     return engine
 
 
+def check_transforms(vals: dict[str, Any], problem: Problems) -> None:
+    """``transforms.sql`` is planned by DuckDB on an empty batch (a syntax error or unknown column is a config
+    problem, not a failed batch); ``transforms.python`` must import."""
+    from lakesink.transforms import check_python, check_sql
+
+    if vals.get("transforms_sql"):
+        msg = check_sql(vals["transforms_sql"])
+        if msg:
+            problem("transforms.sql", vals["transforms_sql"], msg)
+    if vals.get("transforms_python"):
+        msg = check_python(vals["transforms_python"])
+        if msg:
+            problem("transforms.python", vals["transforms_python"], msg)
+
+
 # ----------------------------------------------------------------------------- build / load
 
 def build_config(flat: dict[str, Any], source: str | None, job_name: str | None) -> SinkConfig:
@@ -444,6 +461,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
     registry_cfg = check_registry(vals["schema_registry_url"], keys.registry, vals, value_decoder, key_decoder,
                                   fmt, kfmt, problem)
 
+    check_transforms(vals, problem)
     if problem.problems:
         raise ConfigError(problem.problems, source)
 
@@ -478,6 +496,8 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         value_schema=vals["value_schema"], blockgzip_block_size=vals["blockgzip_block_size"],
         blockgzip_compression=vals["blockgzip_compression"], batch_max_records=vals["batch_max_records"],
         offsets_on_data_loss=vals["offsets_on_data_loss"].lower(),
+        transforms_sql=vals["transforms_sql"] or None, transforms_python=vals["transforms_python"] or None,
+        metrics_location=vals["metrics_location"] or None,
         ignored_keys=tuple(keys.ignored), warnings=tuple(problem.warnings), source=source,
         raw={k: shown(k, v) for k, v in flat.items()},
         **partitioning,

@@ -76,6 +76,8 @@ class BatchResult:
     rows: list[ManifestRow] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     s3_retries: int = 0  # S3 requests retried by the executors (throttling, dropped connections)
+    records_read: int = 0  # Kafka records read (records counts those archived: transforms may drop or add)
+    metrics_warning: str | None = None  # the metrics table could not be written (lakesink.manifest.metrics)
 
     def summary(self) -> str:
         retries = f", {self.s3_retries} S3 retries" if self.s3_retries else ""
@@ -89,6 +91,9 @@ class BatchResult:
 
 class SinkJob:
     """The sink for one config. All state lives in the manifest; the object itself is disposable."""
+
+    #: Called with a :class:`lakesink.driver.progress.Progress` while a batch's Spark job runs (a CLI display)
+    on_progress: Callable[[Any], None] | None = None
 
     def __init__(self, spark, cfg, run_id: str | None = None, hooks: Hooks | None = None):
         """``spark``: a SparkSession, or a zero-argument callable returning one, called when a batch first has
@@ -202,19 +207,24 @@ class SinkJob:
         the values). Keys are read when stored or when their decoder can reject one (Confluent's
         key converter fails the task on a bad key even when keys are not stored)."""
         cfg = self.cfg
-        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes", len({p.topic for p in plans}) > 1,
-                cfg.store_kafka_headers)
+        transform = wiring.transforms(cfg)  # the columns a transform reads (lakesink.transforms)
+        tkey, theaders = transform.reads() if transform is not None else (False, False)
+        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes" or tkey, len({p.topic for p in plans}) > 1,
+                cfg.store_kafka_headers or theaders)
 
     def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
         """Read and archive ``plans`` on the executors; the collected result rows."""
-        cfg = self.cfg
-        if cfg.kafka_reader == "spark":
-            df, columnar = self._read(plans)
-            return df.mapInArrow(
-                lambda it: archive_partitions(it, cfg, ctx, starts, columnar), RESULT_SCHEMA).collect()
-        return self._read_direct(plans, ctx, starts).collect()
+        from lakesink.driver.progress import track
 
-    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict):
+        cfg = self.cfg
+        with track(self.spark, self.on_progress, ctx.batch_id, len(plans)) as count:
+            if cfg.kafka_reader == "spark":
+                df, columnar = self._read(plans)
+                return df.mapInArrow(
+                    lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA).collect()
+            return self._read_direct(plans, ctx, starts, count).collect()
+
+    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter):
         """The direct reader (:mod:`lakesink.executor.kafka_reader`): one Spark partition per planned range,
         whose task reads it with librdkafka and archives it; a DataFrame of result rows."""
         from lakesink.executor.columnar import ColumnarPlan
@@ -230,8 +240,8 @@ class SinkJob:
         # range(n) in n slices: exactly one id, one Kafka range, per Spark partition (no Python RDD, no shuffle)
         ids = self.spark.range(0, len(ranges), 1, len(ranges))
         return ids.mapInArrow(
-            lambda it: read_and_archive(it, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
-                                        headers, cfg.store_kafka_metadata), RESULT_SCHEMA)
+            lambda it: count(read_and_archive(it, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
+                                              headers, cfg.store_kafka_metadata)), RESULT_SCHEMA)
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
@@ -267,6 +277,7 @@ class SinkJob:
             decoded = [decode_result(r.row) for r in out]
             status = {(d.topic, d.partition) for d in decoded if isinstance(d, PartitionStatus)}
             result.s3_retries = sum(d.s3_retries for d in decoded if isinstance(d, PartitionStatus))
+            result.records_read = sum(d.read for d in decoded if isinstance(d, PartitionStatus))
             produced = [d for d in decoded if isinstance(d, ArchivedRow)]
             for p in plans:
                 if (p.topic, p.partition) not in status:
@@ -290,6 +301,11 @@ class SinkJob:
         result.records = sum(r.record_count for r in rows)
         result.bytes = sum(r.size_bytes or 0 for r in rows)
         result.s3_retries += getattr(self.store, "retries", 0) - driver_retries
+        if rows:  # observability after the commit: a failure is a warning, never a failed batch
+            from lakesink.manifest.metrics import write_batch_metrics
+
+            result.metrics_warning = write_batch_metrics(self.cfg, result, wiring.s3_settings(self.cfg),
+                                                         lambda: self.spark)
         return result
 
     def _resolve_pending(self, produced: list[ArchivedRow]) -> list[ManifestRow]:

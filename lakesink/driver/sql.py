@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from lakesink.driver.archive import manifest_frame, query_error_line, resolve_source
 from lakesink.errors import ArchiveQueryError
-from lakesink.manifest.views import END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, VIEWS, needs_broker
+from lakesink.manifest.views import END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, METRICS, VIEWS, needs_broker
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
     from lakesink.config import SinkConfig
 
-__all__ = ["QueryResult", "register_views", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT"]
+__all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT"]
 
 DEFAULT_LIMIT = 1000
 
@@ -68,7 +68,29 @@ def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: An
             continue
         spark.sql(text).createOrReplaceTempView(name)
         names.append(name)
+    if cfg is not None:
+        register_metrics(spark, cfg)
+        names.append(METRICS)
     return names
+
+
+def register_metrics(spark: "SparkSession", cfg: "SinkConfig") -> None:
+    """The job's metrics table (:mod:`lakesink.manifest.metrics`) as the view ``metrics``: empty when turned off,
+    not written yet, or unreadable (a warning: the manifest's views must not depend on it)."""
+    import logging
+
+    from lakesink import wiring
+    from lakesink.manifest.metrics import MetricsTable, metrics_ddl, metrics_location
+
+    loc = metrics_location(cfg)
+    frame = None
+    if loc is not None:
+        try:
+            frame = MetricsTable(loc, wiring.s3_settings(cfg), spark).frame(spark)
+        except Exception as e:  # noqa: BLE001
+            logging.getLogger("lakesink.driver.sql").warning("metrics table %s not readable: %s", loc,
+                                                             str(e).splitlines()[0] if str(e) else type(e).__name__)
+    (frame if frame is not None else spark.createDataFrame([], metrics_ddl())).createOrReplaceTempView(METRICS)
 
 
 def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None) -> "DataFrame":

@@ -20,6 +20,7 @@ from lakesink.objects.formats.base import RecordView
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
 from lakesink.store import ObjectStore, PendingWrite, WrittenObject, upload_metadata
+from lakesink.transforms import grouped
 from lakesink.errors import ArchiveConsistencyError
 
 
@@ -104,6 +105,10 @@ class PartitionArchiver:
         self._ignored_pos = 0
         self._ignore_nulls = cfg.behavior_on_null_values == "ignore"
         self.rows: list[ArchivedRow] = []
+        # lakesink.transforms: records may share an offset (one Kafka record made many); offsets read up to
+        # here were dropped unless processed (told to the rotator before the next records)
+        self._grouped = wiring.transforms(cfg) is not None
+        self._read_through: int | None = None
 
     # -- input
     def process(self, record: SinkRecord) -> None:
@@ -111,12 +116,17 @@ class PartitionArchiver:
 
     def process_many(self, records) -> None:
         """:meth:`process` for each of ``records`` (in offset order), through ``Rotator.process_many``."""
+        if records:
+            self._apply_read_through(records[0].offset)
         self._read.extend([r.offset for r in records])
         if self._ignore_nulls:
             self._ignored.extend([r.offset for r in records if r.value is None])
         events: list = []
         try:
-            self.rotator.process_many(records, events)
+            if self._grouped and grouped(records):
+                self.rotator.process_groups(records, events)
+            else:
+                self.rotator.process_many(records, events)
         except BaseException:
             for ev in events:  # what per-record processing applied before the failing record
                 self._apply(ev)
@@ -132,6 +142,8 @@ class PartitionArchiver:
         record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
         read did not carry them). Returns False, having done nothing, if the
         rotator cannot take the run in bulk; then feed the records to :meth:`process_many`."""
+        if offsets:
+            self._apply_read_through(offsets[0])
         enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
         events = self.rotator.process_run(offsets, timestamps, enc, schema)
         if events is None:
@@ -149,10 +161,22 @@ class PartitionArchiver:
 
     def finish(self) -> list[ArchivedRow]:
         """End of the batch: close what rotation closes; abort (leave uncommitted) the rest."""
+        self._apply_read_through()
         for ev in self.rotator.finish(flush_tail=self.ctx.flush_tail):
             self._apply(ev)
         self.abort()
         return self.rows
+
+    def read_through(self, offset: int) -> None:
+        """The Kafka records up to ``offset`` were read: those a transform dropped are never given to
+        :meth:`process_many`/:meth:`process_run`, yet belong to the committed range (told to the rotator
+        before a later record, or at :meth:`finish`)."""
+        self._read_through = offset if self._read_through is None else max(offset, self._read_through)
+
+    def _apply_read_through(self, before: int | None = None) -> None:
+        if self._read_through is not None and (before is None or self._read_through < before):
+            self.rotator.skip_through(self._read_through)
+            self._read_through = None
 
     def abort(self) -> None:
         """Drop open files: their records are re-read by the next batch."""

@@ -39,6 +39,9 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
     key_decoder = wiring.key_decoder_instance(cfg)
     store = open_store(wiring.store_settings(cfg))
+    transform = wiring.transforms(cfg)  # lakesink.transforms: records are mapped before partitioning
+    if transform is not None and transform.record_path:
+        columnar = None
     first = last = None
     read = 0
     # The cyclic GC, left automatic, re-scans the young records of this loop every few hundred
@@ -66,13 +69,26 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             tts = col["ts_type"].to_pylist() if "ts_type" in col else None
             if first is None:
                 first = offsets[0]
+            if transform is not None:  # the batch read is counted; what follows archives what the SQL makes of it
+                read, last = read + n, offsets[-1]
+                archiver.read_through(last)
+                batch = transform.apply_arrow(batch, topic, part)
+                n = batch.num_rows
+                if n == 0:
+                    continue
+                col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
+                topics = col["topic"].to_pylist() if "topic" in col else None
+                parts = col["partition"].to_pylist()
+                offsets = col["offset"].to_pylist()
+                tts = col["ts_type"].to_pylist() if "ts_type" in col else None
             mixed = first_mixed(topics, parts, n)
             if columnar is not None and mixed is None:
                 prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
                 if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared,
                                                                  timestamp_types=tts):
-                    last = offsets[-1]
-                    read += n
+                    if transform is None:
+                        last = offsets[-1]
+                        read += n
                     del prepared
                     gc.collect(1)
                     continue
@@ -98,9 +114,12 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                 archiver.process_many(recs[:mixed])
                 raise BatchValidationError(
                     f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{parts[mixed]}")
+            if transform is not None:
+                recs = transform.map_records(recs)
+            else:
+                last = offsets[-1]
+                read += n
             archiver.process_many(recs)
-            last = offsets[-1]
-            read += n
             del recs, values, keys, raw_values, raw_keys, headers
             gc.collect(1)
         rows = archiver.finish() if archiver else []

@@ -13,11 +13,15 @@ copied into a Databricks SQL editor over the same Delta table.
   ``[first_offset, last_offset]`` (transaction markers, compaction, records a transform dropped). Together
   with ``objects`` it is the offset proof: every offset below ``next_offset`` is in exactly one of them.
 * ``lag``: committed offsets against the broker's end offsets, in records and (bounded above) in time.
+* ``metrics``: one row per committed sink batch (records read and archived, bytes, objects, partitions, phase
+  seconds): the metrics table next to the manifest (:mod:`lakesink.manifest.metrics`), registered as is.
 """
 from __future__ import annotations
 
 MANIFEST = "manifest"
 END_OFFSETS = "end_offsets"
+#: The per-batch metrics table (``metrics.location``), registered under this name beside the views.
+METRICS = "metrics"
 
 #: Why an uncovered part of an object's commit range holds no record.
 UNARCHIVED_REASON = "no archived record in this part of a committed range (transaction markers, compaction, " \

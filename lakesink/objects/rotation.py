@@ -239,9 +239,15 @@ class Rotator:
     def open_record_count(self) -> int:
         return self._s.count
 
-    def process(self, record: SinkRecord) -> list[Event]:
-        """Events caused by ``record`` (the next record of this partition), in order."""
-        if record.offset <= self._last_seen:
+    def process(self, record: SinkRecord, *, continues: bool = False, more: bool = False) -> list[Event]:
+        """Events caused by ``record`` (the next record of this partition), in order.
+
+        ``continues``/``more``: ``record`` is not the first / not the last of several records a transform
+        made of one Kafka record (they share its offset, :mod:`lakesink.transforms`). Such a group stays in
+        one commit group: no commit falls between its records (flush.size is checked after the last one,
+        so a file may exceed it by the group's size - 1; time rotation is not checked inside a group), and a
+        rotation the group would need inside it (a schema change) fails the record."""
+        if record.offset <= self._last_seen and not (continues and record.offset == self._last_seen):
             raise InvalidArgumentError(f"offset {record.offset} is not after {self._last_seen} (records must be in offset order)")
         now = self._batch_now()
         self._last_seen = record.offset
@@ -253,9 +259,29 @@ class Rotator:
                 raise PartitionError(record.topic, record.partition, record.offset,
                                      "null value (tombstone) with behavior.on.null.values=fail "
                                      "(set it to 'ignore' or 'write')")
-        return self._process_one(record, now)
+        return self._process_one(record, now, continues=continues, more=more)
 
-    def _process_one(self, record: SinkRecord, now: int, enc: str | None = None) -> list[Event]:
+    def process_groups(self, records, out: list | None = None) -> list:
+        """:meth:`process_many` for records of which consecutive ones may share an offset (the outputs of a
+        transform): each run of one offset is processed as a group (see :meth:`process`)."""
+        if out is None:
+            out = []
+        n = len(records)
+        for i, r in enumerate(records):
+            continues = i > 0 and records[i - 1].offset == r.offset
+            more = i + 1 < n and records[i + 1].offset == r.offset
+            for ev in self.process(r, continues=continues, more=more):
+                _coalesce(out, ev)
+        return out
+
+    def skip_through(self, offset: int) -> None:
+        """Offsets up to ``offset`` were read; those not processed were dropped (by a transform). Like ignored
+        records they belong to the open range, and :meth:`finish` advances over them when nothing is open."""
+        if offset > self._last_seen:
+            self._last_seen = offset
+
+    def _process_one(self, record: SinkRecord, now: int, enc: str | None = None, *, continues: bool = False,
+                     more: bool = False) -> list[Event]:
         """The rotation steps for a non-ignored record (``enc``: its encoded partition, if known
         already — only for a non-time-based partitioner)."""
         events: list[Event] = []
@@ -274,10 +300,12 @@ class Rotator:
                 s.schemas[enc] = incoming
             current = s.schemas[enc]
             if s.count > 0 and (current is None) != (incoming is None):
+                if continues:
+                    raise self._split_group(record, "schema-less and schema'd values")
                 events.append(self._commit())  # §3 step 2: schema-less <-> schema'd switch
                 enc = None
                 continue
-            if self._rotate_on_time(enc, ts, now, per_record=True):
+            if not continues and self._rotate_on_time(enc, ts, now, per_record=True):
                 self._after_time_rotation()
                 events.append(self._commit())
                 enc = None
@@ -286,15 +314,23 @@ class Rotator:
             if decision is Decision.ROTATE:
                 s.schemas[enc] = incoming
                 if s.count > 0:
+                    if continues:
+                        raise self._split_group(record, "value schemas that need a new file")
                     events.append(self._commit())
                     enc = None
                     continue
                 current = incoming
             out = self._compat.project(record, current) if decision is Decision.PROJECT else record
             events.append(self._write(enc, out, record.timestamp))
-            if s.count >= self.policy.flush_size:
+            if s.count >= self.policy.flush_size and not more:
                 events.append(self._commit())
             return events
+
+    @staticmethod
+    def _split_group(record: SinkRecord, why: str) -> PartitionError:
+        return PartitionError(record.topic, record.partition, record.offset,
+                              f"the records a transform made of this record have {why}: they would need a file "
+                              f"rotation between them, which would split one Kafka record across commit groups")
 
     def process_many(self, records, out: list | None = None) -> list:
         """The events of :meth:`process` for each of ``records`` in turn, with consecutive Appends

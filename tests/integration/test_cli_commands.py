@@ -62,7 +62,9 @@ def test_check_sink_json_then_vacuum_dry_run(kafka, s3, bucket, topic_name, tmp_
     batches = _json_lines(out)
     assert len(batches) == 1, out[-3000:]
     b = batches[0]
-    assert set(b) == {"batch_id", "run_id", "objects", "records", "bytes", "committed_rows", "s3_retries", "seconds"}
+    assert set(b) == {"batch_id", "run_id", "objects", "records", "bytes", "committed_rows", "s3_retries", "seconds",
+                      "partitions", "records_read", "metrics_warning"}
+    assert (b["partitions"], b["records_read"], b["metrics_warning"]) == (1, 25, None)
     assert b["s3_retries"] == 0
     assert b["batch_id"] == 0 and b["records"] == 25 and b["objects"] == 3  # 10 + 10 + a flushed tail of 5
     assert b["bytes"] > 0 and b["committed_rows"] >= 1 and isinstance(b["run_id"], str) and b["run_id"]
@@ -70,7 +72,7 @@ def test_check_sink_json_then_vacuum_dry_run(kafka, s3, bucket, topic_name, tmp_
     # the first batch's phases begin with the cold start, in order; Spark starts once the plan has work
     assert list(b["seconds"]) == ["start", "config", "init", "plan", "session", "archive", "commit"], b["seconds"]
     # the text mode prints the same data as BatchResult.summary()
-    text = BatchResult(**b).summary()
+    text = BatchResult(**{k: v for k, v in b.items() if k != "partitions"}).summary()
     assert text.startswith(f"batch 0: 3 objects, 25 records, {b['bytes']} bytes, {b['committed_rows']} manifest rows (")
 
     # an object of this job that no manifest row references (a crashed upload), for vacuum to find

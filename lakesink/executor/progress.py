@@ -1,0 +1,73 @@
+"""Batch progress from the executors: each task's archived counts reach the driver through a Spark accumulator.
+
+:func:`counted` wraps a task's result iterator (:func:`lakesink.executor.task.archive_partitions`' JSON rows) and
+adds what they describe -- records read, records and bytes archived, objects, partitions -- to an accumulator of
+:class:`Counts`. Spark merges task updates on the driver as each task completes (one task per Kafka partition),
+which :mod:`lakesink.driver.progress` polls while the batch runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+__all__ = ["Counts", "CountsParam", "counted", "uncounted"]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What completed tasks of a batch archived."""
+
+    partitions: int = 0
+    records_read: int = 0
+    records: int = 0
+    bytes: int = 0
+    objects: int = 0
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(self.partitions + other.partitions, self.records_read + other.records_read,
+                      self.records + other.records, self.bytes + other.bytes, self.objects + other.objects)
+
+
+try:  # pyspark is there wherever a batch runs; the pure parts of this module do without it
+    from pyspark.accumulators import AccumulatorParam
+except ImportError:  # pragma: no cover
+    AccumulatorParam = object  # type: ignore[misc,assignment]
+
+
+class CountsParam(AccumulatorParam):  # type: ignore[misc,valid-type]
+    """Spark accumulator parameter for :class:`Counts`."""
+
+    def zero(self, value: Counts) -> Counts:
+        return Counts()
+
+    def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
+        return value1 + value2
+
+
+def counts_of(rows: list[str]) -> Counts:
+    """The :class:`Counts` of one task's result rows (JSON, :func:`lakesink.executor.task.encode_result`)."""
+    from lakesink.executor.archiver import ArchivedRow
+    from lakesink.executor.task import decode_result
+    from lakesink.manifest import OBJECT
+
+    c = Counts()
+    for text in rows:
+        d = decode_result(text)
+        if isinstance(d, ArchivedRow):
+            r = d.row
+            c = c + Counts(records=r.record_count, bytes=r.size_bytes or 0, objects=int(r.kind == OBJECT))
+        else:
+            c = c + Counts(partitions=1, records_read=d.read)
+    return c
+
+
+def counted(batches: Iterator[Any], acc: Any) -> Iterator[Any]:
+    """``batches`` (Arrow batches of result rows) unchanged, their counts added to ``acc`` as they pass."""
+    for b in batches:
+        acc.add(counts_of(b.column("row").to_pylist()))
+        yield b
+
+
+def uncounted(batches: Iterator[Any]) -> Iterator[Any]:
+    """No accumulator (no one watches the batch's progress): ``batches`` as they are."""
+    return batches

@@ -1,0 +1,68 @@
+"""Record transforms on a real topic (broker, S3 endpoint, Spark, Delta): a SQL filter that also makes many records
+of one (``unnest``), through both readers; the manifest's offsets are exact, dropped offsets outside every object
+show in the ``gaps`` view, and a transform that fails names the record and commits nothing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
+
+from lakesink.config import SinkConfig
+from lakesink.driver.sink import SinkJob
+from lakesink.driver.sql import run_query
+from lakesink.errors import BatchFailedError
+
+# Heartbeats are dropped; every other record becomes one record per item of its "e" array.
+SQL = ("SELECT kafka_offset, encode(unnest(from_json(json_extract(decode(value), '$.e'), '[\"VARCHAR\"]'))) "
+       "AS value FROM records WHERE json_extract_string(decode(value), '$.t') <> 'hb'")
+
+#: offset → value; flush.size 2 (files cut between Kafka records only)
+RECORDS = [
+    {"t": "a", "e": ["a", "b"]},   # 0: two records → file [0] of 2, commit [0, 0]
+    {"t": "hb"},                   # 1: dropped
+    {"t": "hb"},                   # 2: dropped  → a hole [1, 2] before the next file
+    {"t": "a", "e": ["c"]},        # 3
+    {"t": "a", "e": ["d"]},        # 4: file [3, 4], commit [1, 4]
+    {"t": "hb"},                   # 5: dropped  → hole [5, 5]
+    {"t": "a", "e": ["e", "f", "g"]},  # 6: three records, one group → file [6] of 3, commit [5, 6]
+    {"t": "a", "e": ["h"]},        # 7
+    {"t": "hb"},                   # 8: dropped inside file [7, 9]: not a hole of the gaps view (see README)
+    {"t": "a", "e": ["i"]},        # 9: file [7, 9] of 2, commit [7, 9]
+    {"t": "hb"},                   # 10: dropped
+    {"t": "a", "e": []},           # 11: no item: dropped → advance [10, 11]
+]
+
+
+@pytest.mark.parametrize("reader", ["direct", "spark"])
+def test_filter_and_one_to_many(spark, kafka, s3, bucket, topic_name, reader):
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, [json.dumps(r).encode() for r in RECORDS], partition_of=lambda i: 0, headers=False)
+    raw = base_config(kafka, s3, bucket, topic_name, **{"flush.size": "2", "transforms.sql": SQL,
+                                                        "kafka.reader": reader, "value.decoder": "string",
+                                                        "format.class": "json"})
+    cfg = SinkConfig.from_dict(raw)
+    res = SinkJob(spark, cfg).run_batch(flush_tail=True)
+    assert res.records == 9 and res.objects == 4
+    rows = manifest_rows(spark, cfg)
+    check_chains(rows, {(topic_name, 0): 12})
+    got = sorted((r.kind, r.range_start, r.range_end, r.first_offset, r.last_offset, r.record_count) for r in rows)
+    assert got == [("advance", 10, 11, None, None, 0), ("object", 0, 0, 0, 0, 2), ("object", 1, 4, 3, 4, 2),
+                   ("object", 5, 6, 6, 6, 3), ("object", 7, 9, 7, 9, 2)]
+    assert archived_values(spark, cfg)[(topic_name, 0)] == list("abcdefghi")
+    gaps = run_query(spark, cfg, f"SELECT start_offset, end_offset, kind FROM gaps WHERE job = '{cfg.name}' "
+                                 f"ORDER BY start_offset", limit=None).rows
+    assert gaps == [(1, 2, "unarchived"), (5, 5, "unarchived"), (10, 11, "advance")]
+
+
+def test_a_failing_transform_names_the_record_and_commits_nothing(spark, kafka, s3, bucket, topic_name):
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, [b'{"x": 1}', b'{"x": 2}', b"not json", b'{"x": 3}'], partition_of=lambda i: 0,
+            headers=False)
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+        "flush.size": "1", "transforms.sql": "decode(value)::JSON->>'x' <> '2'"}))
+    with pytest.raises(BatchFailedError) as ei:
+        SinkJob(spark, cfg).run_batch(flush_tail=True)
+    assert f"TransformError: record {topic_name}-0@2: transforms.sql failed" in str(ei.value)
+    assert ei.value.exit_code == 6
+    assert manifest_rows(spark, cfg) == []
