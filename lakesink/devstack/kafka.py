@@ -19,8 +19,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from lakesink.devstack import (LOOPBACK, check_java, classpath, ensure_port_free, free_port, jars_dir, log_tail, spawn,
-                               terminate, unregister_for_exit, wait_until)
+from lakesink.devstack import (LOOPBACK, check_java, classpath, ensure_port_free, free_port, jars_dir, log_tail,
+                               register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
 from lakesink.devstack.service import JvmService
 from lakesink.errors import DevStackError
 
@@ -78,6 +78,8 @@ class KafkaBroker(JvmService):
         self.cluster_id: str | None = None
         self._owns_dir = False
         self._proc: subprocess.Popen | None = None
+        self._cmd: list[str] | None = None  # the broker's command line, once started
+        self._server_cmd: list[str] | None = None  # set while halted (see halt)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -94,6 +96,12 @@ class KafkaBroker(JvmService):
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "KafkaBroker":
         if self.running():
+            return self
+        if self._server_cmd is not None:  # halted: the same process again, on the same ports and data
+            self._proc = spawn(self._server_cmd, self.log_path)
+            register_for_exit(self)
+            self._wait_ready(self.port, self._admin_ready, 0.5, f"Kafka broker on {self.bootstrap_servers}")
+            self._server_cmd = None
             return self
         # a requested port that is taken is the cheapest problem to find: before Java and the jars
         if self._req_port:
@@ -143,6 +151,7 @@ class KafkaBroker(JvmService):
                 )
 
         self._proc = spawn([*jvm, "kafka.Kafka", str(props)], self.log_path)
+        self._cmd = [*jvm, "kafka.Kafka", str(props)]
         self._wait_ready(self.port, self._admin_ready, 0.5, f"Kafka broker on {self.bootstrap_servers}")
 
     def _properties(self, logs: Path) -> str:
@@ -180,9 +189,18 @@ class KafkaBroker(JvmService):
         self.admin().list_topics(timeout=3)
         return True
 
+    def halt(self, timeout: float = 20.0) -> None:
+        """Stop the broker process (SIGTERM, SIGKILL after ``timeout`` s) but keep its ports and data: the next
+        :meth:`start` restarts it as it was (a broker restart as clients see it; for fault-injection tests)."""
+        if not self.running():
+            raise DevStackError("KafkaBroker.halt: the broker is not running")
+        terminate(self._proc, timeout)
+        self._proc, self._server_cmd = None, self._cmd
+
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM the broker, SIGKILL after ``timeout`` s, remove the temp data dir. Idempotent."""
         unregister_for_exit(self)
+        self._server_cmd = None
         terminate(self._proc, timeout)
         self._proc = None
         if self._owns_dir and self.data_dir is not None:

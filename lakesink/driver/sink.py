@@ -141,10 +141,20 @@ class SinkJob:
                 if state.topic_id and tid and state.topic_id != tid:
                     raise ResumeGuardError(
                         f"topic {topic!r} was deleted and recreated (topic id {state.topic_id} in the manifest, "
-                        f"{tid} now): refusing to resume job {cfg.name!r}, whose offsets refer to the old topic")
+                        f"{tid} now): refusing to resume job {cfg.name!r}, whose offsets refer to the old topic; "
+                        f"to archive the new topic, run it as a new job (new `name`) with its own `topics.dir` "
+                        f"(its object keys would repeat the old topic's)")
                 start = state.next_offset
+            elif cfg.kafka_starting_offsets == "earliest" or msnap.partitions:
+                # a partition new to a job that has started (added to a topic, or a new topic matching
+                # topics.regex) is archived from its beginning, whatever kafka.starting.offsets says
+                start = b.earliest
             else:
-                start = b.earliest if cfg.kafka_starting_offsets == "earliest" else b.latest
+                start = b.latest
+                if b.latest > b.earliest:  # recorded, so the next batch goes on from here, not from its own latest
+                    skipped.append(skipped_row(topic, part, b.earliest, b.latest - 1,
+                                               "before the job started (kafka.starting.offsets=latest)",
+                                               kafka_cluster_id=ksnap.cluster_id, topic_id=ksnap.topic_ids.get(topic)))
             if start < b.earliest:
                 lost = f"{topic}-{part} offsets [{start}, {b.earliest - 1}]"
                 if cfg.offsets_on_data_loss != "skip":

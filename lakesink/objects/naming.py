@@ -16,15 +16,16 @@ Safety (lakesink's choice; Confluent has none):
 * Topic names must be legal Kafka names (``[a-zA-Z0-9._-]``, 1..249 chars, not ``.``/``..``),
   else :class:`~lakesink.errors.KeyNameError`.
 * Field values (FieldPartitioner) are written raw like Confluent, **except** that ``%``, ``/``,
-  ``\\``, the configured ``directory.delim`` characters and control characters are
+  ``\\``, the configured ``directory.delim`` characters and control characters (C0, DEL, C1) are
   percent-encoded (``a/b`` → ``a%2Fb``). Confluent writes ``/`` raw, which silently creates extra
   "directories" (and ``..`` segments a consumer mapping keys to paths would follow); lakesink
   keeps one segment per field instead. ``%`` is encoded too so the mapping stays injective.
   Values without those characters (the common case) produce byte-identical keys to Confluent.
 * Every key built here is checked as a last line of defence: no empty, ``.`` or ``..`` segment
   (split on ``/`` and on ``directory.delim``), no backslash, no control character, no leading
-  ``/``. So nothing built from data (topic, field value, time pattern output, custom partitioner)
-  can land outside ``topics.dir/<topic>/``.
+  ``/``, no lone surrogate (not UTF-8; a field value holding one is a record error). So nothing built
+  from data (topic, field value, time pattern output, custom partitioner) can land outside
+  ``topics.dir/<topic>/``.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ View = Literal["value", "keys", "headers", "index", "metadata"]
 SideView = Literal["keys", "headers", "metadata"]
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1 controls
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")  # lone surrogates: not UTF-8, so no S3 key
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,14 @@ def validate_topic(topic: str) -> str:
 
 def encode_field_value(value: str, directory_delim: str = "/") -> str:
     """Percent-encode the characters of a field value that could split or escape a path."""
+    if _SURROGATE_RE.search(value):
+        raise KeyNameError(f"field value {value!r} holds a lone surrogate: it is not text an S3 key can hold")
     unsafe = set("%/\\") | set(directory_delim)
-    if not any(ch in unsafe or ch < " " or ch == "\x7f" for ch in value):
+    if not _CONTROL_RE.search(value) and not any(ch in unsafe for ch in value):
         return value
     out = []
     for ch in value:
-        if ch in unsafe or ch < " " or ch == "\x7f":
+        if ch in unsafe or _CONTROL_RE.match(ch):
             out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
         else:
             out.append(ch)
@@ -137,6 +141,8 @@ def check_path_segments(path: str, directory_delim: str = "/", what: str = "path
         raise KeyNameError(f"{what} is empty")
     if "\\" in path or _CONTROL_RE.search(path):
         raise KeyNameError(f"{what} {path!r} contains a backslash or control character")
+    if _SURROGATE_RE.search(path):
+        raise KeyNameError(f"{what} {path!r} contains a lone surrogate (not UTF-8)")
     if path.startswith("/") or path.startswith(directory_delim):
         raise KeyNameError(f"{what} {path!r} starts with a directory delimiter")
     delims = {"/", directory_delim}

@@ -32,7 +32,7 @@ from datetime import date, datetime, timezone
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from lakesink.errors import InvalidArgumentError, PartitionError
+from lakesink.errors import InvalidArgumentError, KeyNameError, PartitionError
 from lakesink.objects.naming import encode_field_value, validate_topic
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.timeformat import JodaFormatter, Zone, bucket_start, zone
@@ -129,7 +129,10 @@ class FieldPartitioner(Partitioner):
         if isinstance(v, int):
             return str(v)
         if isinstance(v, str):
-            return encode_field_value(v, self.directory_delim)
+            try:
+                return encode_field_value(v, self.directory_delim)
+            except KeyNameError as e:  # a value no key can hold: the record's fault, named as such
+                raise _fail(record, f"field {name!r}: {e}") from None
         raise _fail(record, f"field {name!r} has unsupported type {type(v).__name__} for partitioning "
                             "(only integers, strings, booleans and null)")
 
