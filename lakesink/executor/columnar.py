@@ -24,8 +24,10 @@ objects and manifest rows, so batches of either kind share files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,8 +118,19 @@ class ColumnarPlan:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro, to_avro
 
-        decoded = from_avro(F.col("value"), self.schema_json, {"mode": "PERMISSIVE"})  # malformed -> null
-        canonical = (to_avro(decoded, self.schema_json) == F.col("value")).alias(CANONICAL)
+        decoded = from_avro(F.col("value"), self.schema_json, {"mode": "PERMISSIVE"})
+        # PERMISSIVE turns a datum that does not decode into a row of nulls, which to_avro refuses for a
+        # non-null field (AVRO_CANNOT_WRITE_NULL_FIELD, failing the task without naming the record). A valid
+        # datum has a value in every non-null field, so only rows with one are re-encoded; the others are
+        # "not canonical" and go to the record path, whose decoder names the record and the cause.
+        required = [f["name"] for f in json.loads(self.schema_json).get("fields", [])
+                    if not (isinstance(f.get("type"), list) and "null" in f["type"]) and f.get("type") != "null"]
+        if required:
+            decodes = functools.reduce(operator.or_, [decoded[name].isNotNull() for name in required])
+            check = F.when(decodes, to_avro(decoded, self.schema_json) == F.col("value")).otherwise(F.lit(False))
+        else:
+            check = to_avro(decoded, self.schema_json) == F.col("value")
+        canonical = check.alias(CANONICAL)
         return [canonical, decoded.alias(DECODED)] if self.kind == "parquet" else [canonical]
 
     def payloads(self, columns: dict[str, Any], decoder, topic: str, partition: int,
