@@ -42,7 +42,7 @@ import datetime as dt
 import io
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgumentError, LakesinkError,
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
@@ -393,6 +393,41 @@ def read_metadata(store, obj: ArchivedObject):
     return md
 
 
+def read_blockgzip_positions(store, fmt, obj: ArchivedObject, positions: Sequence[int]) -> list[bytes | None]:
+    """Values of a Block-GZIP object at record ``positions`` (others None), fetching only the chunks that hold
+    them: the ``.index.json`` side file, then one ranged GET per run of adjacent needed chunks (each checked
+    against the object's ETag). The index must account for the manifest's ``record_count``."""
+    from lakesink.objects.formats.blockgzip import parse_index, plan_chunk_reads
+
+    ikey, idata = _read_side(store, obj, "index")
+    try:
+        index = parse_index(idata)
+    except (ValueError, LookupError, TypeError) as e:
+        raise CorruptObjectError(f"{store.uri(ikey)}: not a Block-GZIP index: {type(e).__name__}: {e}") from e
+    _check_count(store, ikey, sum(c.num_records for c in index), obj)
+    values: list[bytes | None] = [None] * obj.record_count
+    try:
+        reads = plan_chunk_reads(index, positions)
+    except ValueError as e:
+        raise CorruptObjectError(f"{store.uri(ikey)}: {e}") from e
+    for r in reads:
+        data = store.read(obj.object_key, etag=obj.etag, version_id=obj.version_id,
+                          byte_range=(r.byte_start, r.byte_end))
+        try:
+            lines = fmt.read_range(data, r)
+        except (ValueError, EOFError, OSError) as e:
+            raise _corrupt(store, obj.object_key, fmt, e) from e
+        values[r.first_position:r.first_position + r.num_records] = [x.encode("utf-8") for x in lines]
+    return values
+
+
+def _read_side(store, obj: ArchivedObject, view: str) -> tuple[str, bytes]:
+    side = obj.side(view)
+    if side is None or not side.get("key"):
+        raise MissingSideFileError(f"{obj.object_key}: no {view} side file in the manifest")
+    return side["key"], store.read(side["key"], etag=side.get("etag"), version_id=side.get("version_id"))
+
+
 def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
                  key_decoder: str = "bytes", value_decoder: str | None = None,
                  offsets: str = "fail") -> list[RestoredRecord]:
@@ -434,14 +469,26 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
                 f"and the time cut [{cut.from_ts}, {cut.to_ts}] may fall inside it (manifest timestamps "
                 f"{obj.min_timestamp_ms}..{obj.max_timestamp_ms})")
         tss, types = [None] * n, [None] * n
-    key, data = _read_bytes(store, obj, RecordView.VALUE)
-    try:
-        values = _values(fmt, data, obj, value_decoder)
-    except LakesinkError:
-        raise
-    except (ValueError, LookupError, EOFError, TypeError) as e:
-        raise _corrupt(store, key, fmt, e) from e
-    _check_count(store, key, len(values), obj)
+    # the manifest's bounds take the whole object, unless a record of a metadata file lacks a timestamp
+    # (outside any time cut); without metadata the bounds are all there is
+    if overlap is True and (md is None or not (cut.by_time and None in tss)):
+        keep: Sequence[int] = range(n)
+    else:
+        admits = cut.admits
+        keep = [i for i in range(n) if admits(offs[i], tss[i])]
+    if len(keep) < n and getattr(fmt, "name", None) == "blockgzip" and obj.side("index") is not None:
+        if not keep:
+            return []
+        values = read_blockgzip_positions(store, fmt, obj, keep)
+    else:
+        key, data = _read_bytes(store, obj, RecordView.VALUE)
+        try:
+            values = _values(fmt, data, obj, value_decoder)
+        except LakesinkError:
+            raise
+        except (ValueError, LookupError, EOFError, TypeError) as e:
+            raise _corrupt(store, key, fmt, e) from e
+        _check_count(store, key, len(values), obj)
     keys: list[bytes | None] = [None] * n
     if keys_format is not None and obj.side("keys") is not None:
         kname = getattr(keys_format, "name", "")
@@ -451,11 +498,4 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
         headers = [[(hk, None if hv is None else hv.encode("utf-8")) for hk, hv in hs]
                    for hs in _read_view(store, headers_format, obj, RecordView.HEADERS)]
     topic, part = obj.topic, obj.kafka_partition
-    # the manifest's bounds take the whole object, unless a record of a metadata file lacks a timestamp
-    # (outside any time cut); without metadata the bounds are all there is
-    if overlap is True and (md is None or not (cut.by_time and None in tss)):
-        keep = range(n)
-    else:
-        admits = cut.admits
-        keep = [i for i in range(n) if admits(offs[i], tss[i])]
     return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in keep]

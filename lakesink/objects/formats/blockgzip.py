@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, BinaryIO, Iterator, Sequence
+from typing import Any, BinaryIO, Iterable, Iterator, Sequence
 
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error
@@ -66,6 +66,49 @@ def find_chunk(index: list[ChunkIndexEntry], offset: int) -> ChunkIndexEntry | N
         else:
             break
     return found
+
+
+@dataclass(frozen=True)
+class ChunkRead:
+    """One ranged GET of a chunk plan: bytes ``byte_start..byte_end`` (inclusive, as an HTTP Range) hold the
+    records at positions ``first_position..first_position+num_records-1`` of the object, in ``chunks``."""
+
+    byte_start: int
+    byte_end: int
+    first_position: int
+    num_records: int
+    chunks: tuple[ChunkIndexEntry, ...]
+
+
+def plan_chunk_reads(index: list[ChunkIndexEntry], positions: Iterable[int]) -> list[ChunkRead]:
+    """The ranged GETs that fetch only the chunks holding the record ``positions`` (0-based places of
+    records in the object, not Kafka offsets, so offset gaps do not matter). Adjacent needed chunks are
+    merged into one GET. Raises ValueError if a position lies beyond the index's records."""
+    starts, pos = [], 0
+    for c in index:
+        starts.append(pos)
+        pos += c.num_records
+    need = sorted(set(positions))
+    if need and (need[0] < 0 or need[-1] >= pos):
+        raise ValueError(f"record position {need[-1] if need[-1] >= pos else need[0]} is outside the index's "
+                         f"{pos} records")
+    wanted: list[int] = []
+    i = 0
+    for p in need:  # both sorted: one pass
+        while i + 1 < len(index) and starts[i + 1] <= p:
+            i += 1
+        if not wanted or wanted[-1] != i:
+            wanted.append(i)
+    reads: list[ChunkRead] = []
+    for i in wanted:
+        c = index[i]
+        prev = reads[-1] if reads else None
+        if prev is not None and prev.byte_end + 1 == c.byte_offset and prev.first_position + prev.num_records == starts[i]:
+            reads[-1] = ChunkRead(prev.byte_start, c.byte_offset + c.byte_length - 1, prev.first_position,
+                                  prev.num_records + c.num_records, prev.chunks + (c,))
+        else:
+            reads.append(ChunkRead(c.byte_offset, c.byte_offset + c.byte_length - 1, starts[i], c.num_records, (c,)))
+    return reads
 
 
 class BlockGzipFormat(Format):
@@ -115,6 +158,24 @@ class BlockGzipFormat(Format):
             data = data[entry.byte_offset:entry.byte_offset + entry.byte_length]
         raw = gzip.decompress(data) if self.compression == "gzip" else bz2.decompress(data)
         return raw.decode("utf-8").splitlines()
+
+    def read_range(self, data: bytes, read: ChunkRead) -> list[str]:
+        """Lines of the records a ChunkRead's ranged GET returned (``data`` = exactly its bytes); raises
+        ValueError if they do not hold the index's record count."""
+        if len(data) != read.byte_end - read.byte_start + 1:
+            raise ValueError(f"range {read.byte_start}-{read.byte_end} returned {len(data)} bytes")
+        lines: list[str] = []
+        for c in read.chunks:
+            at = c.byte_offset - read.byte_start
+            part = data[at:at + c.byte_length]
+            raw = gzip.decompress(part) if self.compression == "gzip" else bz2.decompress(part)
+            # split on \n only, as read() does (str.splitlines would also split on \r, \u2028, ...)
+            got = [x.decode("utf-8") for x in raw.split(b"\n")[:-1]] if raw else []
+            if len(got) != c.num_records:
+                raise ValueError(f"chunk at byte {c.byte_offset} holds {len(got)} records, the index says "
+                                 f"{c.num_records}")
+            lines += got
+        return lines
 
 
 class _Prefixed(io.RawIOBase):
