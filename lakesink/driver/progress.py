@@ -126,10 +126,15 @@ def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int
     """While the body runs the batch's Spark job, call ``listener`` with its :class:`Progress` every ``poll_s``
     and once more, ``done``, when the body succeeded. Yields the :class:`Tracking` the tasks need (its ``count``
     is the identity, and nothing is sent, without a listener)."""
-    if listener is None:
+    acc = None
+    if listener is not None:
+        try:
+            acc = spark.sparkContext.accumulator(Counts(), CountsParam())
+        except Exception as e:  # noqa: BLE001 - e.g. Spark Connect has no SparkContext: no display, same batch
+            log.debug("no progress display: %s", e)
+    if acc is None:
         yield Tracking(uncounted)
         return
-    acc = spark.sparkContext.accumulator(Counts(), CountsParam())
     live = None
     host = driver_host(spark)
     if host is not None:

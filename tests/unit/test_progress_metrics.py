@@ -206,3 +206,16 @@ def test_a_failed_metrics_write_is_a_warning(tmp_path):
     msg = write_batch_metrics(cfg, result())
     assert msg.startswith(f"batch 4: metrics not written to {tmp_path / 'file' / 'metrics'}: ")
     assert write_batch_metrics(SinkConfig.from_dict({**cfg.raw, "metrics.location": "off"}), result()) is None
+
+
+def test_track_without_a_spark_context_runs_the_batch_without_a_display():
+    class Connect:  # Spark Connect sessions have no SparkContext
+        @property
+        def sparkContext(self):
+            raise RuntimeError("not supported in Spark Connect")
+
+    seen = []
+    with track(Connect(), seen.append, 0, 3) as tracking:
+        it = iter([1])
+        assert tracking.count(it) is it and tracking.live_to is None
+    assert seen == []
