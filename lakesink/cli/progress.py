@@ -28,14 +28,14 @@ def human_bytes(n: int) -> str:
 
 
 def counts_text(p: Any) -> str:
-    read = f" of {p.records_read} read" if p.records_read != p.records else ""
-    return f"{p.records} records{read}, {human_bytes(p.bytes)}, {p.objects} objects"
+    return (f"{p.records_read} records read, {p.records} archived in {p.objects} objects "
+            f"({human_bytes(p.bytes)})")
 
 
 def progress_line(p: Any) -> str:
     """The plain line of a :class:`~lakesink.driver.progress.Progress`."""
-    return (f"batch {p.batch_id}: {p.partitions_done}/{p.partitions_total} partitions done, {counts_text(p)} "
-            f"archived ({p.elapsed_s:.0f}s)")
+    return (f"batch {p.batch_id}: {p.partitions_done}/{p.partitions_total} partitions done, {counts_text(p)}, "
+            f"{p.elapsed_s:.0f}s")
 
 
 class ProgressDisplay:

@@ -430,6 +430,11 @@ def check_transforms(vals: dict[str, Any], problem: Problems) -> None:
     from lakesink.transforms import check_python, check_sql
 
     if vals.get("transforms_sql"):
+        import importlib.util
+
+        if importlib.util.find_spec("duckdb") is None:
+            problem.warn("transforms.sql is not checked here: the duckdb package is not installed (the driver and "
+                         "the executors need it: pip install 'lakesink[transforms]')")
         msg = check_sql(vals["transforms_sql"])
         if msg:
             problem("transforms.sql", vals["transforms_sql"], msg)

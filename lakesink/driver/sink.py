@@ -19,6 +19,7 @@ reader sees and ``lakesink vacuum`` removes. The next batch starts from the mani
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -227,7 +228,10 @@ class SinkJob:
         from lakesink.driver.progress import track
 
         cfg = self.cfg
-        with track(self.spark, self.on_progress, ctx.batch_id, len(plans)) as count:
+        with track(self.spark, self.on_progress, ctx.batch_id, len(plans)) as tracking:
+            count = tracking.count
+            if tracking.live_to is not None:  # tasks send their live counts there (lakesink.executor.progress)
+                ctx = dataclasses.replace(ctx, progress_to=tracking.live_to)
             if cfg.kafka_reader == "spark":
                 df, columnar = self._read(plans)
                 return df.mapInArrow(

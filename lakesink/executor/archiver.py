@@ -70,6 +70,7 @@ class BatchContext:
     topic_ids: dict[str, str | None]
     flush_tail: bool = False
     hooks: Hooks = NO_HOOKS  # picklable: see lakesink.hooks
+    progress_to: tuple[str, int, str] | None = None  # (host, port, token): live counts (lakesink.executor.progress)
 
 
 class PartitionArchiver:

@@ -375,7 +375,8 @@ def _read_view(store, fmt, obj: ArchivedObject, view: RecordView) -> list[Any]:
 
 def read_metadata(store, obj: ArchivedObject):
     """The object's record metadata (offsets, timestamps, timestamp type ids), checked against the row:
-    ``record_count`` records, the first and last offsets, strictly ascending. None without a side file."""
+    ``record_count`` records, the first and last offsets, ascending (repeated only where a transform made several
+    records of one Kafka record: :mod:`lakesink.transforms`). None without a side file."""
     import numpy as np
 
     from lakesink.objects.formats.metadata import MetadataFormat
@@ -387,7 +388,7 @@ def read_metadata(store, obj: ArchivedObject):
     _check_count(store, key, len(md), obj)
     offs = md.offsets
     if offs and (offs[0] != obj.first_offset or offs[-1] != obj.last_offset
-                 or (len(offs) > 1 and not bool(np.all(np.diff(np.asarray(offs, dtype=np.int64)) > 0)))):
+                 or (len(offs) > 1 and not bool(np.all(np.diff(np.asarray(offs, dtype=np.int64)) >= 0)))):
         raise CorruptObjectError(f"{store.uri(key)}: offsets {offs[0]}..{offs[-1]} (ascending: no) disagree with the "
                                  f"manifest's {obj.first_offset}..{obj.last_offset}")
     return md

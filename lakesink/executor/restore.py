@@ -342,7 +342,7 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
                                    key_decoder=key_decoder, value_decoder=value_decoder)
             result.objects_read += 1
             now_ms = int(time.time() * 1000)
-            for r in records:
+            for i, r in enumerate(records):
                 if r.timestamp is not None and r.timestamp > now_ms + max_future_ms:
                     txn.abort()
                     when = dt.datetime.fromtimestamp(r.timestamp / 1000, dt.timezone.utc).isoformat()
@@ -374,7 +374,10 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
                 if txn.errors:
                     txn.abort()
                     raise _delivery_failure(txn.errors, dest)
-                if txn.records >= records_per_txn or txn.bytes >= bytes_per_txn:
+                # records a transform made of one Kafka record share its offset (lakesink.transforms): progress
+                # (the next source offset) is committed only after the last of them, or a resume would skip the rest
+                group_open = i + 1 < len(records) and records[i + 1].offset == r.offset
+                if (txn.records >= records_per_txn or txn.bytes >= bytes_per_txn) and not group_open:
                     commit(r.offset + 1)
             if commit_per_object and txn.open:
                 # every record of the object is accounted for (produced, or outside the cut)

@@ -33,6 +33,9 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     from lakesink.objects.records import SinkRecord
     from lakesink.store import open_store
 
+    from lakesink.executor.progress import live_counts
+
+    batches = live_counts(batches, getattr(ctx, "progress_to", None))  # records read so far, to the driver
     archiver = None
     only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
     value_decoder = wiring.value_decoder_instance(cfg)

@@ -9,10 +9,10 @@ import pytest
 
 from lakesink.cli.progress import ProgressDisplay, human_bytes, progress_line
 from lakesink.config import SinkConfig
-from lakesink.driver.progress import Progress, track
+from lakesink.driver.progress import LiveReceiver, Progress, track
 from lakesink.driver.sink import BatchResult, PartitionPlan
 from lakesink.executor.archiver import ArchivedRow
-from lakesink.executor.progress import Counts, counted, counts_of
+from lakesink.executor.progress import Counts, counted, counts_of, live_counts
 from lakesink.executor.task import PartitionStatus, encode_result
 from lakesink.manifest.metrics import (MetricsTable, arrow_schema, metrics_ddl, metrics_location, metrics_row,
                                        write_batch_metrics)
@@ -51,8 +51,8 @@ def test_plain_lines_every_interval_and_none_for_a_short_batch():
     d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62))
     d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62, finished=True))  # done: no line
     assert out.getvalue().splitlines() == [
-        "batch 0: 2/4 partitions done, 250 records of 300 read, 4.0 KiB, 2 objects archived (31s)",
-        "batch 0: 4/4 partitions done, 500 records, 8.0 KiB, 4 objects archived (62s)"]
+        "batch 0: 2/4 partitions done, 300 records read, 250 archived in 2 objects (4.0 KiB), 31s",
+        "batch 0: 4/4 partitions done, 500 records read, 500 archived in 4 objects (8.0 KiB), 62s"]
     # the next batch starts its own interval
     clock.t = 70
     d(p(batch=1, elapsed=0))
@@ -60,7 +60,7 @@ def test_plain_lines_every_interval_and_none_for_a_short_batch():
     d(p(batch=1, done=1, elapsed=10))
     assert len(out.getvalue().splitlines()) == 2
     assert progress_line(p(batch=7, done=1, total=2, read=5, records=5, elapsed=3.4)) == \
-        "batch 7: 1/2 partitions done, 5 records, 0 B, 0 objects archived (3s)"
+        "batch 7: 1/2 partitions done, 5 records read, 5 archived in 0 objects (0 B), 3s"
 
 
 def test_auto_is_lines_off_a_terminal_and_none_prints_nothing():
@@ -78,7 +78,7 @@ def test_bar_shows_partitions_and_counts_and_is_cleared():
     d(p(done=1, read=10, records=10, nbytes=100, objects=1))
     d(p(done=2, read=20, records=20, nbytes=200, objects=2))
     text = out.getvalue()
-    assert "batch 0" in text and "2/4" in text and "20 records, 200 B, 2 objects" in text
+    assert "batch 0" in text and "2/4" in text and "20 records read, 20 archived in 2 objects (200 B)" in text
     d(p(done=4, finished=True))
     assert d._bar is None  # noqa: SLF001 - closed (leave=False clears it)
 
@@ -113,9 +113,39 @@ def test_counted_passes_batches_through_and_adds():
 
 
 def test_track_without_a_listener_touches_no_spark():
-    with track(None, None, 0, 3) as count:
+    with track(None, None, 0, 3) as tracking:
         it = iter([1])
-        assert count(it) is it
+        assert tracking.count(it) is it and tracking.live_to is None
+
+
+def test_live_counts_reach_the_receiver_over_udp():
+    recv = LiveReceiver("127.0.0.1")
+    try:
+        clock = Clock()
+        batches = [pa.RecordBatch.from_pydict({"value": pa.array([b"abcd"] * n, pa.binary()),
+                                               "partition": pa.array([2] * n, pa.int32())}) for n in (3, 4, 5)]
+        out = []
+        for b in live_counts(iter(batches), recv.address, clock=clock):
+            out.append(b)
+            clock.t += 1  # every batch is past LIVE_EVERY_S
+        assert out == batches
+        # strays: another batch's token, garbage
+        import socket
+
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b'{"t": "other", "k": "-9", "r": 1000, "b": 1}', recv.address[:2])
+        s.sendto(b"junk", recv.address[:2])
+        s.close()
+        import time
+
+        deadline = time.monotonic() + 5
+        while recv.records_read() < 12 and time.monotonic() < deadline:
+            recv.sock.settimeout(0.2)
+            recv.drain()
+        assert recv.read == {"-2": 12}
+        assert list(live_counts(iter(batches), None)) == batches
+    finally:
+        recv.close()
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -176,3 +206,16 @@ def test_a_failed_metrics_write_is_a_warning(tmp_path):
     msg = write_batch_metrics(cfg, result())
     assert msg.startswith(f"batch 4: metrics not written to {tmp_path / 'file' / 'metrics'}: ")
     assert write_batch_metrics(SinkConfig.from_dict({**cfg.raw, "metrics.location": "off"}), result()) is None
+
+
+def test_track_without_a_spark_context_runs_the_batch_without_a_display():
+    class Connect:  # Spark Connect sessions have no SparkContext
+        @property
+        def sparkContext(self):
+            raise RuntimeError("not supported in Spark Connect")
+
+    seen = []
+    with track(Connect(), seen.append, 0, 3) as tracking:
+        it = iter([1])
+        assert tracking.count(it) is it and tracking.live_to is None
+    assert seen == []
