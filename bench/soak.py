@@ -95,10 +95,12 @@ class BatchReader(threading.Thread):
             line = raw.decode(errors="replace").strip()
             if line.startswith("{"):
                 try:
-                    self.batches.append((time.monotonic(), json.loads(line)))
-                    continue
+                    data = json.loads(line)
                 except ValueError:
-                    pass
+                    data = None
+                if isinstance(data, dict) and "batch_id" in data:
+                    self.batches.append((time.monotonic(), data))
+                    continue
             if line:
                 self.other.append(line)
 
@@ -243,7 +245,7 @@ def main(argv=None) -> int:
         while time.monotonic() < end:
             time.sleep(min(args.sample_s, max(0.0, end - time.monotonic())))
             if sink.poll() is not None:
-                log(f"the sink exited early with {sink.returncode}: see {work / 'sink.stderr'}")
+                log(f"the sink exited early with {sink.returncode}: {reader.other[-3:]}")
                 break
             s = sample(sink.pid, dirs)
             batches = reader.batches[seen_batches:]
@@ -321,6 +323,11 @@ def report(args, samples: list[dict], reader: BatchReader, producer: Producer, r
     err = (work / "sink.stderr").read_text(errors="replace").strip()
     if err:
         print(f"sink stderr ({len(err.splitlines())} lines): {err[-1000:]}")
+    for log_file in sorted((work / "logs").glob("*.log")):  # the run's Spark log, kept next to the samples
+        kept = Path(args.out).with_suffix(".spark.log")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log_file, kept)
+        print(f"Spark log of the run copied to {kept}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": vars(args), "samples": samples, "exit": rc, "status": st,

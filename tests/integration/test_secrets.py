@@ -45,3 +45,75 @@ def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, top
             text = p.read_bytes().decode(errors="replace")
             assert secret not in text and access_key not in text, f"{p} holds the credentials"
     assert secret not in out and access_key not in out
+
+
+# ---------------------------------------------------------------- issue #14 item 9: every place a run leaves text
+
+
+def test_planted_secrets_are_in_no_output_log_conf_dump_or_manifest(kafka, s3, bucket, topic_name, tmp_path):
+    """An S3 secret key, a SASL password and a Schema Registry password planted in the config appear nowhere a
+    CLI sink run writes: stdout, stderr, the run's Spark log file (with Spark's conf dump on: spark.logConf),
+    the manifest's data files and its ``_delta_log`` JSON. The same run stores its objects with SSE-S3
+    (``s3.ssea.name=AES256``), checked with HeadObject."""
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(20))
+    s3_secret = f"planted-s3-{uuid.uuid4().hex}"
+    sasl_password = f"planted-sasl-{uuid.uuid4().hex}"
+    registry_password = f"planted-sr-{uuid.uuid4().hex}"
+    secrets = (s3_secret, sasl_password, registry_password)
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{
+        "aws.secret.access.key": s3_secret, "flush.size": "10", "s3.ssea.name": "AES256",
+        # a SASL login the PLAINTEXT listener never asks for: the password is in the config all the same
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                   f'username="u" password="{sasl_password}";'),
+        "schema.registry.basic.auth.credentials.source": "USER_INFO",
+        "schema.registry.basic.auth.user.info": f"sr-user:{registry_password}"}))
+    conf_dir, logs = tmp_path / "conf", tmp_path / "logs"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.logConf true\n")
+    rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail"],
+                      env_extra={"SPARK_CONF_DIR": str(conf_dir), "LAKESINK_LOG_DIR": str(logs)})
+    assert rc == 0, out
+    assert "batch 0: 2 objects, 20 records" in out, out
+    places: dict[str, str] = {"stdout+stderr": out}
+    log_files = [p for p in logs.rglob("*") if p.is_file()]
+    assert log_files and any(p.stat().st_size > 0 for p in log_files), "the run wrote no Spark log file"
+    places.update({str(p): p.read_bytes().decode(errors="replace") for p in log_files})
+    client = s3.client()
+    manifest_keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="_lakesink/").get("Contents", [])]
+    assert any("_delta_log/" in k and k.endswith(".json") for k in manifest_keys), manifest_keys
+    places.update({f"s3://{bucket}/{k}": client.get_object(Bucket=bucket, Key=k)["Body"].read().decode(
+        errors="replace") for k in manifest_keys})
+    for where, text in places.items():
+        for secret in secrets:
+            assert secret not in text, f"{where} holds a planted secret"
+    data = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="topics/").get("Contents", [])]
+    assert data
+    for key in data:
+        assert client.head_object(Bucket=bucket, Key=key).get("ServerSideEncryption") == "AES256", key
+
+
+def test_sse_kms_headers_are_on_stored_objects(s3, bucket):
+    """``s3.ssea.name=aws:kms`` with ``s3.sse.kms.key.id``: objects the sink's store writes (single PUT and
+    multipart) carry both, as HeadObject reports them."""
+    from lakesink import wiring
+    from lakesink.config import SinkConfig
+    from lakesink.store import open_store
+
+    key_id = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    cfg = SinkConfig.from_dict({"name": "j", "topics": "t", "flush.size": "1", "s3.bucket.name": bucket,
+                                "s3.region": "us-east-1", "store.url": s3.endpoint_url, "aws.access.key.id": "testing",
+                                "aws.secret.access.key": "testing", "kafka.bootstrap.servers": "127.0.0.1:9",
+                                "manifest.location": f"s3a://{bucket}/_lakesink/manifest",
+                                "s3.ssea.name": "aws:kms", "s3.sse.kms.key.id": key_id, "s3.part.size": "5242880"})
+    store = open_store(wiring.store_settings(cfg))
+    store.put_bytes("topics/t/small.json", b"{}\n")
+    w = store.open_writer("topics/t/big.json")
+    w.write(b"x" * (6 * 1024 * 1024))  # over s3.part.size: a multipart upload
+    w.commit()
+    client = s3.client()
+    for key in ("topics/t/small.json", "topics/t/big.json"):
+        head = client.head_object(Bucket=bucket, Key=key)
+        assert head.get("ServerSideEncryption") == "aws:kms", (key, head)
+        assert head.get("SSEKMSKeyId") == key_id, (key, head)
