@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from lakesink import wiring
-from lakesink.errors import ArchiveReadError, InvalidArgumentError, LakesinkError
+from lakesink.errors import ArchiveReadError, InvalidArgumentError, LakesinkError, StoreError
 
 __all__ = ["CheckOutcome", "ValidationReport", "validate", "range_frame", "object_frame", "schema_frame",
            "sample_objects", "load_suite", "PROJECTING_MODES", "DEFAULT_SAMPLE"]
@@ -298,14 +298,21 @@ def validate(config: Any, suite: Any = None, *, sample: int = DEFAULT_SAMPLE, sp
     if picked:
         from lakesink.store import open_store
 
-        store, fmt = open_store(wiring.store_settings(cfg)), wiring.value_format(cfg)
+        from lakesink.objects import formats
+
+        store = open_store(wiring.store_settings(cfg))
+        fmts: dict[str, Any] = {}  # per the row's format: a job may have changed format.class over its life
         readback = []
         for r in picked:
             obj = ArchivedObject.from_row(r)
+            name = r.get("format") or cfg.format_name
             try:
-                values = read_object(store, fmt, obj)
+                if name not in fmts:
+                    n, opts = wiring.format_spec(cfg, name)
+                    fmts[name] = formats.create(n, **opts)
+                values = read_object(store, fmts[name], obj)
                 ok, err = True, None
-            except ArchiveReadError as e:
+            except (ArchiveReadError, StoreError, InvalidArgumentError) as e:
                 values, ok, err = [], False, str(e)
             readback.append({"where": f"{_where(r)} {obj.object_key}" + (f": {err}" if err else ""),
                              "read_count_matches": ok})
