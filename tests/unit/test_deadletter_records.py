@@ -7,7 +7,7 @@ from lakesink.executor.deadletter import HEADER_PREFIX, dead_letter
 
 def _error() -> DecodeError:
     try:
-        raise DecodeError("orders-0@7: wrong magic byte 0x7b")
+        raise DecodeError("orders", 0, 7, "wrong magic byte 0x7b")
     except DecodeError as e:
         return e
 
@@ -31,5 +31,5 @@ def test_context_headers_are_connects_names_and_utf8_strings():
     assert h["__connect.errors.connector.name"] == b"j" and h["__connect.errors.task.id"] == b"3"
     assert h["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert h["__connect.errors.exception.class.name"] == b"lakesink.errors.DecodeError"
-    assert h["__connect.errors.exception.message"] == b"orders-0@7: wrong magic byte 0x7b"
+    assert h["__connect.errors.exception.message"] == b"record orders-0@7: wrong magic byte 0x7b"
     assert b"DecodeError" in h["__connect.errors.exception.stacktrace"]
