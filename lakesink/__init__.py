@@ -29,6 +29,8 @@ _EXPORTS = {
     "sql": "lakesink.driver.sql",
     "register_views": "lakesink.driver.sql",
     "status": "lakesink.driver.status",
+    "validate": "lakesink.driver.validate",
+    "ValidationReport": "lakesink.driver.validate",
 }
 
 __all__ = ["__version__", *_EXPORTS]

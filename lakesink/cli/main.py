@@ -21,11 +21,13 @@ import traceback
 
 from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
+from lakesink.cli import validate
 from lakesink.cli.output import FORMATS, Output, make_output
 from lakesink.cli.sink import set_verbose, spark_log_file
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
 COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
+COMMAND_REGISTRARS += [validate.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:
