@@ -390,6 +390,7 @@ def ceiling_read(spark, servers: str, topic: str, ends: dict[int, int]) -> float
                             continue
                         o = m.offset()
                         if o >= end:
+                            off = end
                             break
                         n += len(m.value()) > -1
                         off = o + 1
