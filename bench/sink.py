@@ -329,7 +329,7 @@ class TreeSampler:
                 with pr.oneshot():
                     t = pr.cpu_times()
                     self.cpu[pr.pid] = max(self.cpu.get(pr.pid, 0.0), t.user + t.system)
-                    if pr.pid not in self._base and "pyspark" in " ".join(pr.cmdline()[:4]) and pr.pid != os.getpid():
+                    if "pyspark" in " ".join(pr.cmdline()[:4]) and pr.pid != os.getpid():
                         self.rss[pr.pid] = max(self.rss.get(pr.pid, 0), pr.memory_info().rss)
             except self.psutil.Error:
                 pass
