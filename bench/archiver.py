@@ -91,7 +91,8 @@ def digest(store_dir: Path, rows: list) -> str:
             else:
                 h.update(p.read_bytes())
     for r in rows:
-        d = json.loads(r)["row"]
+        d = json.loads(r)
+        d = d.get("row", d)  # result rows: {"row": ...} once, the row itself now
         for k in ("etag", "object_uri"):  # etag: random Avro sync markers; uri: the temp dir
             d.pop(k, None)
         for side in d.get("side_files") or []:

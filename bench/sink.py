@@ -260,6 +260,7 @@ def sink_config(fmt: str, name: str, servers: str, store_url: str, manifest: str
         "name": name, "topics": TOPIC_OF[fmt], "format.class": fmt, "flush.size": str(flush_size),
         "s3.bucket.name": BUCKET, "s3.region": "us-east-1", "store.url": store_url,
         "manifest.location": manifest, "kafka.bootstrap.servers": servers,
+        "topics.dir": f"topics-{name}",  # formats sharing a topic (json, bytearray) must not share keys
     }
     if not store_url.startswith("file:"):
         cfg.update({"aws.access.key.id": "testing", "aws.secret.access.key": "testing"})
@@ -292,6 +293,130 @@ def floor_read(spark, cfg_dict: dict, n: int) -> float:
     if got != n:
         raise RuntimeError(f"read floor counted {got} of {n} records")
     return dt
+
+
+class TreeSampler:
+    """CPU-seconds of this benchmark's own process tree (driver, Spark JVM, Python workers; the Kafka
+    broker and moto excluded) over a section, and the peak RSS of each Python worker seen, sampled
+    with psutil every ``interval`` s in a thread. A process that exits between samples loses its last
+    < interval of CPU (the daemon's workers are reused, so this is rare)."""
+
+    def __init__(self, exclude: set[int], interval: float = 0.25):
+        import psutil
+
+        self.psutil, self.exclude, self.interval = psutil, exclude, interval
+        self.cpu: dict[int, float] = {}
+        self.rss: dict[int, int] = {}
+        self._stop = None
+
+    def _procs(self):
+        ps = self.psutil
+        me = ps.Process(os.getpid())
+        out = [me]
+        for c in me.children():
+            if c.pid in self.exclude:
+                continue
+            out.append(c)
+            try:
+                out.extend(c.children(recursive=True))
+            except ps.Error:
+                pass
+        return out
+
+    def _sample(self) -> None:
+        for pr in self._procs():
+            try:
+                with pr.oneshot():
+                    t = pr.cpu_times()
+                    self.cpu[pr.pid] = max(self.cpu.get(pr.pid, 0.0), t.user + t.system)
+                    if "pyspark" in " ".join(pr.cmdline()[:4]) and pr.pid != os.getpid():
+                        self.rss[pr.pid] = max(self.rss.get(pr.pid, 0), pr.memory_info().rss)
+            except self.psutil.Error:
+                pass
+
+    def __enter__(self):
+        import threading
+
+        self._base = {}
+        self._sample()
+        self._base = dict(self.cpu)
+        self.rss.clear()
+        self._stop = threading.Event()
+
+        def loop():
+            while not self._stop.wait(self.interval):
+                self._sample()
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(v - self._base.get(p, 0.0) for p, v in self.cpu.items())
+
+    @property
+    def worker_rss_mb(self) -> float:
+        """Peak RSS of the largest Python worker (daemon and its forked workers), MB."""
+        return max(self.rss.values(), default=0) / 1e6
+
+
+def ceiling_read(spark, servers: str, topic: str, ends: dict[int, int]) -> float:
+    """The librdkafka ceiling: confluent-kafka consuming [0, end) of every partition inside one Spark
+    task per partition (``mapInArrow`` over a DataFrame of ranges), touching each value and offset."""
+    rows = [(topic, p, 0, e) for p, e in sorted(ends.items())]
+    df = spark.sparkContext.parallelize(rows, len(rows)).toDF("topic string, partition int, start long, end long")
+
+    def consume(batches):
+        import pyarrow as pa
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        n = 0
+        for b in batches:
+            for t, p, start, end in zip(*(b.column(i).to_pylist() for i in range(4))):
+                c = Consumer({"bootstrap.servers": servers, "group.id": "bench-ceiling", "enable.auto.commit": False,
+                              "enable.partition.eof": True, "fetch.max.bytes": 64 << 20})
+                c.assign([TopicPartition(t, p, start)])
+                off, deadline = start, time.monotonic() + 300
+                while off < end and time.monotonic() < deadline:
+                    for m in c.consume(10000, 1.0):
+                        if m.error():
+                            if m.error().code() != KafkaError._PARTITION_EOF:
+                                raise RuntimeError(str(m.error()))
+                            continue
+                        o = m.offset()
+                        if o >= end:
+                            off = end
+                            break
+                        n += len(m.value()) > -1
+                        off = o + 1
+                c.close()
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    t = time.perf_counter()
+    got = sum(r.n for r in df.mapInArrow(consume, "n long").collect())
+    dt = time.perf_counter() - t
+    if got != sum(ends.values()):
+        raise RuntimeError(f"ceiling read counted {got} of {sum(ends.values())} records of {topic}")
+    return dt
+
+
+def setup_topic(kafka, servers: str, topic: str, n: int) -> tuple[float, int]:
+    """Create one benchmark topic and produce its N records: (seconds, value bytes). A new topic row is
+    a new entry in ``TOPIC_OF`` plus a branch here."""
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    if topic == "bench-avro":
+        parsed = fastavro.parse_schema(AVRO_SCHEMA)
+        make = lambda i: avro_value(parsed, i)  # noqa: E731
+    elif topic == "bench-json":
+        make = json_value
+    else:
+        raise ValueError(f"no producer for topic {topic}")
+    return timed(lambda: produce(servers, topic, n, make))
 
 
 def run_sink(spark, cfg_dict: dict):
@@ -506,6 +631,10 @@ def main(argv=None) -> int:
     ap.add_argument("--manifest-jobs", type=int, default=10, help="jobs sharing the big manifest (1 = worst case)")
     ap.add_argument("--lookups", type=int, default=3)
     ap.add_argument("--skip-manifest", action="store_true")
+    ap.add_argument("--readers", default="direct,spark", help="kafka.reader values to run lakesink with")
+    ap.add_argument("--rss-flush-size", type=int, default=500_000,
+                    help="also run lakesink (first format, first reader, file://) at this flush.size for the "
+                         "peak Python-worker RSS (0 = skip)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--profile", metavar="FORMAT", help="profile the archive function for FORMAT and exit")
     a = ap.parse_args(argv)
@@ -519,6 +648,7 @@ def main(argv=None) -> int:
 
     formats = [f for f in a.formats.split(",") if f]
     s3_formats = [f for f in a.s3_formats.split(",") if f and f in formats]
+    readers = [r for r in a.readers.split(",") if r]
     n = a.records
     t_all = time.perf_counter()
     load_start = os.getloadavg()
@@ -534,12 +664,9 @@ def main(argv=None) -> int:
         log(f"stack: Kafka {servers}, S3 {s3.endpoint_url} (pid {s3.pid}); work dir {work}")
 
         topics = sorted({TOPIC_OF[f] for f in formats})
-        parsed = fastavro.parse_schema(AVRO_SCHEMA)
-        makers = {"bench-avro": lambda i: avro_value(parsed, i), "bench-json": json_value}
         value_bytes, produce_s = {}, {}
         for topic in topics:
-            kafka.create_topic(topic, partitions=PARTITIONS)
-            produce_s[topic], value_bytes[topic] = timed(lambda: produce(servers, topic, n, makers[topic]))
+            produce_s[topic], value_bytes[topic] = setup_topic(kafka, servers, topic, n)
             log(f"produced {n:,} records to {topic}: {value_bytes[topic] / n:.0f} B/value, "
                 f"{produce_s[topic]:.1f}s")
 
@@ -570,18 +697,22 @@ def main(argv=None) -> int:
                         f"s3a://{BUCKET}/warm/plain-{fmt}", 2000)
             run_sink(spark, sink_config(fmt, f"warm-s3-{fmt}", servers, s3.endpoint_url,
                                         f"s3a://{BUCKET}/warm/manifest-{fmt}", 2000,
-                                        {"batch.max.records": str(warm_n), "topics.dir": "warm"}))
+                                        {"batch.max.records": str(warm_n), "topics.dir": f"warm-{fmt}"}))
         log(f"warm-up {time.perf_counter() - t:.0f}s")
 
         # -- timed runs
         bare: dict[str, float] = {}
         bare_foreign: dict[str, float] = {}
+        ceiling: dict[str, float] = {}
+        services = {s3.pid, kafka.pid}
         for topic in topics:
             c0 = METER.snap()
             bare[topic], cnt = timed(lambda: kafka_df(spark, servers, topic, ends[topic]).count(), max(3, a.repeat))
             bare_foreign[topic] = METER.foreign_pct(c0)
             assert cnt == n, (topic, cnt)
             log(f"bare read {topic}: {bare[topic]:.1f}s")
+            ceiling[topic], _ = timed(lambda: ceiling_read(spark, servers, topic, ends[topic]), max(2, a.repeat))
+            log(f"librdkafka ceiling {topic}: {ceiling[topic]:.1f}s")
 
         results = []
         runs = [(f, "file") for f in formats] + [(f, "s3") for f in s3_formats]
@@ -600,28 +731,50 @@ def main(argv=None) -> int:
             t_floor = floor_read(spark, sink_config(fmt, f"floor-{fmt}-{dest}", servers, store_url, manifest,
                                                     a.flush_size), n)
             log(f"read floor {fmt} -> {dest}: {t_floor:.1f}s")
-            c1 = METER.snap()
-            t_sink, setup, res = run_sink(spark, sink_config(fmt, f"bench-{fmt}-{dest}", servers, store_url, manifest,
-                                                             a.flush_size))
-            if res.records != n:
-                raise RuntimeError(f"lakesink {fmt}->{dest} archived {res.records} of {n} records")
-            log(f"lakesink {fmt} -> {dest}: {t_sink:.1f}s ({res.summary()})")
-            mb = value_bytes[topic] / 1e6
-            results.append({
-                "format": fmt, "destination": "local file://" if dest == "file" else "S3 (moto)", "topic": topic,
-                "records": n, "value_mb": round(mb, 1),
-                "sink_s": round(t_sink, 2), "sink_phases_s": {k: round(v, 2) for k, v in res.seconds.items()},
-                "sink_setup_s": round(setup, 2), "sink_objects": res.objects, "sink_out_mb": round(res.bytes / 1e6, 1),
-                "sink_rec_s": round(n / t_sink), "sink_mb_s": round(mb / t_sink, 2),
-                "plain_s": round(t_plain, 2), "plain_rec_s": round(n / t_plain),
-                "bare_read_s": round(bare[topic], 2), "bare_rec_s": round(n / bare[topic]),
-                "floor_s": round(t_floor, 2), "floor_rec_s": round(n / t_floor),
-                "floor_vs_plain": round(t_plain / t_floor, 3), "floor_vs_bare": round(bare[topic] / t_floor, 3),
-                "ratio_vs_plain": round(t_plain / t_sink, 3), "ratio_vs_bare": round(bare[topic] / t_sink, 3),
-                "commit_s": round(res.seconds.get("commit", 0.0), 3),
-                "foreign_cpu_pct": {"bare": round(bare_foreign[topic], 1), "plain": round(METER.foreign_pct(c0, c1), 1),
-                                    "sink": round(METER.foreign_pct(c1), 1)},
-            })
+            for reader in readers:
+                c1 = METER.snap()
+                with TreeSampler(services) as tree:
+                    t_sink, setup, res = run_sink(spark, sink_config(
+                        fmt, f"bench-{fmt}-{dest}-{reader}", servers, store_url, manifest, a.flush_size,
+                        {"kafka.reader": reader}))
+                if res.records != n:
+                    raise RuntimeError(f"lakesink {fmt}->{dest} ({reader}) archived {res.records} of {n} records")
+                log(f"lakesink {fmt} -> {dest} ({reader}): {t_sink:.1f}s, tree CPU {tree.cpu_s:.1f}s, "
+                    f"worker RSS {tree.worker_rss_mb:.0f} MB ({res.summary()})")
+                mb = value_bytes[topic] / 1e6
+                results.append({
+                    "format": fmt, "destination": "local file://" if dest == "file" else "S3 (moto)", "topic": topic,
+                    "reader": reader, "records": n, "value_mb": round(mb, 1),
+                    "sink_s": round(t_sink, 2), "sink_phases_s": {k: round(v, 2) for k, v in res.seconds.items()},
+                    "sink_setup_s": round(setup, 2), "sink_objects": res.objects,
+                    "sink_out_mb": round(res.bytes / 1e6, 1),
+                    "sink_rec_s": round(n / t_sink), "sink_mb_s": round(mb / t_sink, 2),
+                    "plain_s": round(t_plain, 2), "plain_rec_s": round(n / t_plain),
+                    "bare_read_s": round(bare[topic], 2), "bare_rec_s": round(n / bare[topic]),
+                    "ceiling_s": round(ceiling[topic], 2),
+                    "floor_s": round(t_floor, 2), "floor_rec_s": round(n / t_floor),
+                    "floor_vs_plain": round(t_plain / t_floor, 3), "floor_vs_bare": round(bare[topic] / t_floor, 3),
+                    "ratio_vs_plain": round(t_plain / t_sink, 3), "ratio_vs_bare": round(bare[topic] / t_sink, 3),
+                    "ratio_vs_ceiling": round(ceiling[topic] / t_sink, 3),
+                    "cpu_s_per_m": round(tree.cpu_s * 1e6 / n, 1), "worker_rss_mb": round(tree.worker_rss_mb),
+                    "commit_s": round(res.seconds.get("commit", 0.0), 3),
+                    "foreign_cpu_pct": {"bare": round(bare_foreign[topic], 1),
+                                        "plain": round(METER.foreign_pct(c0, c1), 1),
+                                        "sink": round(METER.foreign_pct(c1), 1)},
+                })
+
+        rss = None
+        if a.rss_flush_size and formats and readers:
+            fmt, reader = formats[0], readers[0]
+            topic = TOPIC_OF[fmt]
+            with TreeSampler(services) as tree:
+                _t, _setup, res = run_sink(spark, sink_config(
+                    fmt, f"bench-rss-{fmt}", servers, f"file://{work}/store", f"{work}/warm/manifest-{fmt}",
+                    a.rss_flush_size, {"kafka.reader": reader}))
+            small = next(r["worker_rss_mb"] for r in results if r["format"] == fmt and r["reader"] == reader)
+            rss = {"format": fmt, "reader": reader, "flush_size": a.rss_flush_size,
+                   "worker_rss_mb": round(tree.worker_rss_mb), "at_flush_size": a.flush_size, "worker_rss_mb_small": small}
+            log(f"worker RSS {fmt} ({reader}) flush.size {a.rss_flush_size:,}: {tree.worker_rss_mb:.0f} MB")
 
         # what the headers column alone costs the read (store.kafka.headers=true; the records have no headers)
         hdr_floor = None
@@ -656,19 +809,29 @@ def main(argv=None) -> int:
         print(f"  {t}: {value_bytes[t] / n:.0f} B/value, {value_bytes[t] / 1e6:.1f} MB of values; bare read "
               f"(spark.read.format('kafka')...count()) {bare[t]:.2f}s = {n / bare[t]:,.0f} rec/s, "
               f"{value_bytes[t] / 1e6 / bare[t]:.1f} MB/s")
-    hdr = (f"{'format':10} {'destination':14} {'lakesink rec/s':>14} {'MB/s':>6} {'plain rec/s':>12} {'MB/s':>6} "
-           f"{'vs plain':>8} {'vs bare':>8}  {'floor vs plain':>14} {'floor vs bare':>13}  {'objs':>4}  "
+    hdr = (f"{'format':10} {'destination':14} {'reader':6} {'lakesink rec/s':>14} {'MB/s':>6} {'plain rec/s':>12} {'MB/s':>6} "
+           f"{'vs plain':>8} {'vs bare':>8} {'vs ceil':>8} {'CPU s/M':>7} {'wRSS MB':>7}  {'floor vs plain':>14} {'floor vs bare':>13}  {'objs':>4}  "
            f"{'other CPU %':>11}  lakesink phases (s)")
     print("\n" + hdr + "\n" + "-" * len(hdr))
     for r in results:
         ph = " ".join(f"{k} {v:.1f}" for k, v in r["sink_phases_s"].items())
         f_ = r["foreign_cpu_pct"]
         fc = f"{f_['bare']:3.0f}/{f_['plain']:3.0f}/{f_['sink']:3.0f}"
-        print(f"{r['format']:10} {r['destination']:14} {r['sink_rec_s']:14,} {r['sink_mb_s']:6.1f} "
+        print(f"{r['format']:10} {r['destination']:14} {r['reader']:6} {r['sink_rec_s']:14,} {r['sink_mb_s']:6.1f} "
               f"{r['plain_rec_s']:12,} {r['value_mb'] / r['plain_s']:6.1f} {r['ratio_vs_plain']:7.2f}x "
-              f"{r['ratio_vs_bare']:7.2f}x  {r['floor_vs_plain']:13.2f}x {r['floor_vs_bare']:12.2f}x  "
+              f"{r['ratio_vs_bare']:7.2f}x {r['ratio_vs_ceiling']:7.2f}x {r['cpu_s_per_m']:7.1f} {r['worker_rss_mb']:7}  "
+              f"{r['floor_vs_plain']:13.2f}x {r['floor_vs_bare']:12.2f}x  "
               f"{r['sink_objects']:4}  {fc}  {ph}")
-    print("targets: lakesink >= 1.0x plain Spark per format, >= 0.7x bare read; lookup <= 2 s at 1M rows")
+    print("targets (#9): >= 1.0x bare read and >= 1.5x plain Spark for bytearray and avro; >= 1.0x plain Spark for "
+          "json and parquet; >= 0.6x the librdkafka ceiling for bytearray; <= 18 CPU s per million records; "
+          "lookup <= 2 s at 1M rows")
+    print("ceiling = confluent-kafka consuming the same ranges in one Spark task per partition, touching each value: "
+          + ", ".join(f"{t} {ceiling[t]:.2f}s" for t in topics))
+    print("CPU s/M = CPU-seconds per million records of this benchmark's process tree (driver, JVM, Python workers; "
+          "broker and moto excluded) during the lakesink batch; wRSS = peak RSS of the largest Python worker")
+    if rss:
+        print(f"peak Python-worker RSS, {rss['format']} ({rss['reader']}): flush.size {rss['at_flush_size']:,} "
+              f"{rss['worker_rss_mb_small']} MB, flush.size {rss['flush_size']:,} {rss['worker_rss_mb']} MB")
     print("floor = the sink's own Kafka read handed to Python workers that only count (no write, no manifest): "
           "the ceiling of any sink whose writers run in Python on the executors")
     if hdr_floor:
@@ -708,7 +871,8 @@ def main(argv=None) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "records": n, "partitions": PARTITIONS,
         "flush_size": a.flush_size, "cpus": os.cpu_count(), "master": "local[2]",
         "value_bytes": value_bytes, "bare_read_s": {t: round(v, 2) for t, v in bare.items()},
-        "rows": results, "manifest": man, "total_s": round(total),
+        "rows": results, "manifest": man, "ceiling_s": {t: round(v, 2) for t, v in ceiling.items()},
+        "worker_rss": rss, "total_s": round(total),
         "floor_json_with_headers_s": hdr_floor[0] if hdr_floor else None,
         "loadavg_start": load_start[0], "loadavg_end": load_end[0],
     }, indent=2) + "\n")

@@ -13,8 +13,9 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
 * ``parquet`` — bare Avro values, format parquet, a schema Spark decodes to exactly the values the
   record path writes (:func:`spark_decodes_alike`): Spark decodes them (``from_avro``) during the read,
   with the same canonical check, and the rows arrive as Arrow columns the writer casts to the file's schema;
-* ``json``  — ``value.decoder=json``, format json: each value parsed and re-encoded by the same
-  calls the record path makes, without building records.
+* ``json``  — ``value.decoder=json``, format json: each value parsed; one already in the form the
+  writer would re-encode it to is copied, the others re-encoded by the record path's own calls
+  (:func:`lakesink.objects.formats.json.value_lines`), without building records.
 
 A batch the fast path cannot vouch for (a null value or timestamp, a datum that is not canonical,
 invalid JSON, offsets out of order, a Spark partition mixing Kafka partitions) goes through the
@@ -167,16 +168,11 @@ class ColumnarPlan:
 
             # Spark's Arrow types (large strings, 'element' list children); the writer casts to the file's
             return pa.Table.from_struct_array(decoded), decoder.fixed_schema
-        from lakesink.errors import DecodeError
-        from lakesink.objects.formats.json import compact_json
+        from lakesink.objects.formats.json import value_lines
 
-        try:
-            decoded = decoder.decode_many(values.to_pylist(), topic, partition, offsets)
-            parsed = [v for v, _schema in decoded]
-            if any(v is None for v in parsed):  # JSON null: a tombstone to the record path
-                return None
-            return list(map(compact_json, parsed)), None
-        except (DecodeError, TypeError, ValueError, OverflowError):
+        try:  # canonical values copied, others re-encoded; invalid JSON or a null to the record path
+            return value_lines(values.to_pylist()), None
+        except (TypeError, ValueError, OverflowError, RecursionError):
             return None
 
 

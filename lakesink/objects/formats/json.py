@@ -8,6 +8,15 @@ the record's value_schema to find them). Raw logical ints (timestamp-millis, dat
 JsonConverter writes. A top-level bytes value, a NaN/Infinity, or an unserialisable object is an
 EncodeError. With ``compression=gzip`` the whole object is ONE gzip member.
 
+Copy-through (:func:`value_lines`, the executor's columnar JSON path): a value already in the exact
+form this writer would re-serialise it to -- compact (no whitespace outside strings), strings with
+only the escapes Python's encoder writes (``\\" \\\\ \\b \\f \\n \\r \\t``, other controls as
+lowercase ``\\u00xx``, everything else raw UTF-8), integers without ``-0``, decimal-point numbers with
+at most 15 significant digits written as ``repr`` writes them (no trailing zeros, no exponent, at most
+three zeros after ``0.``), no repeated object key -- is copied as it is. Any other valid value
+(whitespace, ``\\u00e9``/``\\/`` escapes, exponents, long or non-shortest floats, duplicate keys) is
+parsed and re-encoded. Both give the same bytes (tests/unit/test_json_copy.py).
+
 Known differences from Jackson: doubles print as Python ``repr`` (``1e+16`` where Java prints
 ``1.0E16``); non-optional Avro unions are written as the bare branch value, not Connect's
 ``{"branch": value}`` struct.
@@ -108,6 +117,68 @@ def _plain_values(values: list) -> bool:
 #: compact, UTF-8, NaN-rejecting encoder with the Connect conversions above
 compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False,
                                 default=json_default).encode
+
+
+_STRING = r'"(?:[^"\\\x00-\x1f]++|\\["\\\\bfnrt]|\\u000[0-7bef]|\\u001[0-9a-f])*+"'
+#: a float whose ``repr`` is itself: <= 15 significant digits (so no shorter string reads back as the
+#: same double), no trailing zero, fixed notation where repr uses it (1e-4 <= |x| < 1e16)
+_FLOAT = r'-?(?=[0-9.]{3,16}(?![0-9.]))(?:[1-9][0-9]*+\.(?:[0-9]*[1-9]|0)|0\.(?:0{0,3}[1-9](?:[0-9]*[1-9])?|0))'
+_INT = r'(?:-?[1-9][0-9]*+|0)'
+#: a whole text of the tokens :data:`compact_json` writes, nothing between them
+_CANONICAL = re.compile(r'(?:' + _STRING + '|' + _FLOAT + r'(?![0-9.eE])|' + _INT + r'(?![0-9.eE])'
+                        r'|true|false|null|[\[\]{},:])*+').fullmatch
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _DuplicateKey  # json.loads keeps the last: the re-encoded text would differ
+    return d
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_checked_loads = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_reject_constant).decode
+_plain_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+def is_canonical(text: str) -> bool:
+    """Whether ``text`` (a valid JSON text) is, token for token, what :data:`compact_json` writes for
+    its parsed value -- duplicate keys aside, which :func:`value_lines` checks while parsing."""
+    return _CANONICAL(text) is not None
+
+
+def value_lines(raws: Sequence[bytes]) -> list[str]:
+    """The line :class:`JsonWriter` writes (VALUE view, BASE64 decimals) for each raw JSON value:
+    the value's own text when it is already canonical (copy-through), else ``compact_json`` of its
+    parse. Raises ValueError (or TypeError) for a value that is not UTF-8 JSON, is JSON ``null``,
+    or cannot be written (NaN/Infinity), so the caller hands the batch to the record path."""
+    out = []
+    append = out.append
+    canonical = _CANONICAL
+    for raw in raws:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else bytes(raw).decode("utf-8")
+        if canonical(text) is not None:
+            try:
+                v = _checked_loads(text)
+            except _DuplicateKey:
+                append(compact_json(_plain_loads(text)))
+                continue
+            if v is None:
+                raise ValueError("null value")
+            append(text)
+        else:
+            v = _plain_loads(text)
+            if v is None:
+                raise ValueError("null value")
+            append(compact_json(v))
+    return out
 
 
 class JsonWriter(FormatWriter):

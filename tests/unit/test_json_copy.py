@@ -1,0 +1,118 @@
+"""JSON copy-through (#9 item 7): a value already in JsonFormat's form is copied, any other is
+re-encoded, and the line is byte-identical to re-encoding either way."""
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lakesink.objects.formats.json import JsonFormat, compact_json, is_canonical, value_lines
+
+
+def reencoded(raw: bytes) -> str:
+    """What the record path writes: parse, then compact_json."""
+    return compact_json(json.loads(raw.decode("utf-8")))
+
+
+COPIED = [
+    b'{"a":1,"b":"x","c":true,"d":false,"e":null}',
+    b'{"order_id":10000001,"amount":1.37,"items":["sku-1","sku-2"],"nested":{"k":[1,2,{"z":[]}]}}',
+    '{"name":"Zoë 東京 🚀","dash":"—"}'.encode(),           # raw UTF-8 stays raw
+    b'{"s":"tab\\there\\nnew \\"q\\" back\\\\slash \\b\\f\\r"}',  # the short escapes Python writes
+    b'{"c":"\\u0000\\u0001\\u001f\\u000b\\u000e"}',           # other controls: lowercase \u00xx
+    b'{"del":"\x7f","ls":"\xe2\x80\xa8"}',                    # DEL and U+2028 are written raw
+    b'[0,-1,12345678901234567890123,0.0,-0.0,1.5,0.0001,123456.789,-2.25,10.0]',
+    b'"just a string"', b'42', b'true', b'[]', b'{}', b'{"s":"a:b,c{d}[e] 1.50 -0"}',
+]
+
+REENCODED = [
+    b'{"a": 1}', b' {"a":1}', b'{"a":1}\n', b'{\n  "a" : [1, 2]\n}\t',      # whitespace
+    b'{"e":"\\u00e9"}', b'{"s":"\\/"}', b'{"c":"\\u001F"}', b'{"t":"\\u0009"}',  # escapes Python writes otherwise
+    b'{"x":1e5}', b'{"x":1E5}', b'{"x":1.0e2}',    # exponents
+    b'{"x":1.50}', b'{"x":2.0000}', b'{"x":0.00001}', b'{"x":-0}',               # non-shortest numbers
+    b'{"x":0.1000000000000000055511}',
+    b'{"a":1,"a":2}', b'{"o":{"k":1,"k":1}}',                                   # duplicate keys
+]
+
+
+@pytest.mark.parametrize("raw", COPIED, ids=range(len(COPIED)))
+def test_canonical_values_are_copied_and_identical(raw):
+    assert is_canonical(raw.decode("utf-8"))
+    assert value_lines([raw]) == [raw.decode("utf-8")] == [reencoded(raw)]
+
+
+@pytest.mark.parametrize("raw", REENCODED, ids=range(len(REENCODED)))
+def test_other_values_take_the_reencode_path(raw):
+    text = raw.decode("utf-8")
+    line = value_lines([raw])[0]
+    assert line == reencoded(raw)
+    assert line != text  # each of these differs once re-encoded, so copying it would have been wrong
+    if b'"a":1,"a"' not in raw and b'"k":1,"k"' not in raw:
+        assert not is_canonical(text)
+
+
+@pytest.mark.parametrize("raw", [b'{"x":1e+16}', b'{"x":1e-05}', b'[1.2345678901234567]',
+                                 b'{"x":0.30000000000000004}', b'{"x":1234567890123456.0}'])
+def test_canonical_but_unproven_floats_are_reencoded_identically(raw):
+    """Exponent and 16-17-digit floats are re-encoded even when already in repr's form (the copy test
+    only vouches for <= 15 significant digits in fixed notation); the bytes are the same."""
+    assert not is_canonical(raw.decode())
+    assert value_lines([raw]) == [reencoded(raw)] == [raw.decode()]
+
+
+@pytest.mark.parametrize("raw", [b'{"a":', b"nul", b"\xff\xfe", b"null", b'{"x":NaN}', b"[Infinity]"])
+def test_invalid_null_or_unwritable_values_raise(raw):
+    with pytest.raises(ValueError):
+        value_lines([raw])
+
+
+def test_floats_fuzz_byte_identical():
+    rnd = random.Random(9)
+    floats = ([rnd.uniform(-1e6, 1e6) for _ in range(3000)] + [rnd.random() * 10 ** rnd.randint(-8, 18) for _ in range(3000)]
+              + [round(rnd.uniform(0, 1000), rnd.randint(0, 6)) for _ in range(3000)])
+    for f in floats:
+        for tok in (repr(f), "%.15g" % f, "%.17g" % f, "%.6f" % f, "%.2f" % f):
+            raw = f'{{"x":{tok}}}'.encode()
+            assert value_lines([raw]) == [reencoded(raw)], tok
+
+
+def test_every_single_character_string_byte_identical():
+    for cp in list(range(0, 0x800)) + list(range(0x2000, 0x2100)) + [0xFEFF, 0xFFFD, 0x1F680, 0x10FFFF]:
+        ch = chr(cp)
+        for raw in (json.dumps(ch, ensure_ascii=False).encode(), json.dumps(ch).encode()):
+            assert value_lines([raw]) == [reencoded(raw)], hex(cp)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values, st.sampled_from([(",", ":"), (", ", ": "), (",", ": ")]), st.booleans())
+def test_any_json_text_byte_identical(value, separators, ascii_):
+    raw = json.dumps(value, separators=separators, ensure_ascii=ascii_).encode()
+    if value is None:
+        return  # a null is a tombstone: test_invalid_null_or_unwritable_values_raise
+    assert value_lines([raw]) == [reencoded(raw)]
+
+
+def test_writer_objects_identical_whichever_path():
+    """The same records through write_payloads(value_lines) and through write() give the same object."""
+    from lakesink.objects.records import SinkRecord
+
+    raws = COPIED + REENCODED
+    a, b = io.BytesIO(), io.BytesIO()
+    w = JsonFormat(buffer_size=64).open_writer(a)
+    w.write_payloads(value_lines(raws))
+    w.close()
+    w = JsonFormat(buffer_size=64).open_writer(b)
+    for i, raw in enumerate(raws):
+        w.write(SinkRecord(topic="t", partition=0, offset=i, timestamp=0, key=None,
+                           value=json.loads(raw), headers=()))
+    w.close()
+    assert a.getvalue() == b.getvalue()
+    assert a.getvalue().count(b"\n") == len(raws)
