@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lakesink.errors import ConfigError
+from lakesink.errors import ConfigError, ConfigProblem
 
 __all__ = ["SOURCES", "PROVIDER_CLASSES", "CredentialSettings", "Credentials", "ShippedCredentials",
            "source_for_provider_class", "resolve", "boto3_session", "REFRESH_MARGIN_S"]
@@ -42,6 +42,10 @@ PROVIDER_CLASSES = {
     "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider": "session",
 }
 
+def _error(key: str, msg: str, value: str | None = None) -> ConfigError:
+    return ConfigError([ConfigProblem(key, value, msg)])
+
+
 #: Executors re-resolve shipped credentials this long before they expire.
 REFRESH_MARGIN_S = 300.0
 
@@ -51,10 +55,9 @@ def source_for_provider_class(name: str) -> str:
     try:
         return PROVIDER_CLASSES[name.strip()]
     except KeyError:
-        raise ConfigError(
-            f"s3.credentials.provider.class: {name!r} is not supported (a Java class cannot run in lakesink); "
-            f"use one of the AWS SDK default/static classes or s3.credentials.source="
-            f"{'|'.join(SOURCES)}") from None
+        raise _error("s3.credentials.provider.class",
+                     "is not supported (a Java class cannot run in lakesink); use one of the AWS SDK "
+                     f"default/static classes or s3.credentials.source={'|'.join(SOURCES)}", name) from None
 
 
 @dataclass(frozen=True)
@@ -69,20 +72,20 @@ class CredentialSettings:
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
-            raise ConfigError(f"s3.credentials.source: {self.source!r} is not one of {', '.join(SOURCES)}")
+            raise _error("s3.credentials.source", f"is not one of {', '.join(SOURCES)}", self.source)
         keys = self.access_key is not None, self.secret_key is not None
         if self.source in ("static", "session") and not all(keys):
-            raise ConfigError(f"aws.access.key.id: s3.credentials.source={self.source} needs "
-                              "aws.access.key.id and aws.secret.access.key")
+            raise _error("aws.access.key.id", f"s3.credentials.source={self.source} needs "
+                         "aws.access.key.id and aws.secret.access.key")
         if self.source == "session" and not self.session_token:
-            raise ConfigError("aws.session.token: s3.credentials.source=session needs aws.session.token")
+            raise _error("aws.session.token", "s3.credentials.source=session needs aws.session.token")
         if self.source == "static" and self.session_token:
-            raise ConfigError("aws.session.token: set s3.credentials.source=session to use a session token")
+            raise _error("aws.session.token", "set s3.credentials.source=session to use a session token")
         if self.source == "uc-service-credential" and not self.uc_name:
-            raise ConfigError("s3.credentials.uc.name: s3.credentials.source=uc-service-credential needs "
-                              "the Unity Catalog service credential's name")
+            raise _error("s3.credentials.uc.name", "s3.credentials.source=uc-service-credential needs "
+                         "the Unity Catalog service credential's name")
         if self.source in ("default", "uc-service-credential") and any(keys):
-            raise ConfigError(f"aws.access.key.id: keys are set but s3.credentials.source={self.source}")
+            raise _error("aws.access.key.id", f"keys are set but s3.credentials.source={self.source}")
 
     @classmethod
     def from_keys(cls, source: str | None, provider_class: str | None, access_key: str | None,
@@ -115,9 +118,8 @@ def _uc_provider(name: str) -> Any:
     try:
         from databricks import service_credentials  # type: ignore[import-not-found]
     except ImportError:
-        raise ConfigError(
-            "s3.credentials.source: uc-service-credential needs Databricks Runtime 16.2+ "
-            "(databricks.service_credentials is not importable here)") from None
+        raise _error("s3.credentials.source", "uc-service-credential needs Databricks Runtime 16.2+ "
+                     "(databricks.service_credentials is not importable here)", "uc-service-credential") from None
     return service_credentials.getServiceCredentialsProvider(name)
 
 

@@ -427,8 +427,8 @@ def credentials_source(vals: dict[str, Any], problem: Problems) -> str:
             plain("aws_access_key_id"), plain("aws_secret_access_key"), plain("aws_session_token"),
             vals.get("s3_credentials_uc_name")).source
     except ConfigError as e:
-        key, _, msg = str(e).partition(": ")
-        problem(key, None, msg)
+        for p in e.problems:
+            problem(p.key, p.value, p.message)
         return "default"
 
 
