@@ -129,9 +129,10 @@ def resolve(settings: CredentialSettings, uc_provider: Callable[[str], Any] = _u
         return Credentials(settings.access_key or "", settings.secret_key or "", settings.session_token)
     if settings.source == "default":
         return None
-    provider = uc_provider(settings.uc_name or "")
-    # Databricks returns a botocore credential provider; its frozen view is the current key set.
-    creds = provider.load() if hasattr(provider, "load") else provider
+    # Databricks returns a botocore session (its documented use is boto3.Session(botocore_session=...));
+    # its credentials are refreshable, their frozen view is the current key set.
+    session = uc_provider(settings.uc_name or "")
+    creds = session.get_credentials() if hasattr(session, "get_credentials") else session
     frozen = creds.get_frozen_credentials() if hasattr(creds, "get_frozen_credentials") else creds
     expiry = getattr(creds, "_expiry_time", None)
     return Credentials(frozen.access_key, frozen.secret_key, frozen.token,

@@ -110,10 +110,18 @@ class _UcCreds:
         return _Frozen(self.n)
 
 
+class _BotocoreSession:
+    def __init__(self, creds):
+        self.creds = creds
+
+    def get_credentials(self):
+        return self.creds
+
+
 def test_uc_call_path_through_databricks_module(monkeypatch):
     calls = []
     mod = types.ModuleType("databricks.service_credentials")
-    mod.getServiceCredentialsProvider = lambda name: calls.append(name) or _UcCreds(1, 5000.0)
+    mod.getServiceCredentialsProvider = lambda name: calls.append(name) or _BotocoreSession(_UcCreds(1, 5000.0))
     pkg = types.ModuleType("databricks")
     pkg.service_credentials = mod
     monkeypatch.setitem(sys.modules, "databricks", pkg)
