@@ -267,7 +267,7 @@ def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
         return None
     return S3Settings(endpoint_url=url, access_key=_reveal(cfg.aws_access_key_id),
                       secret_key=_reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
-                      path_style=cfg.s3_path_style_access)
+                      path_style=cfg.s3_path_style_access, session_token=_reveal(cfg.aws_session_token))
 
 
 # ----------------------------------------------------------------------------- transforms
