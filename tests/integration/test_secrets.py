@@ -70,6 +70,6 @@ def test_planted_session_token_is_in_no_output_or_log_file(kafka, s3, bucket, to
 def test_unknown_credentials_provider_class_is_one_config_line(kafka, s3, bucket, topic_name, tmp_path):
     cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{
         "s3.credentials.provider.class": "com.example.VaultProvider", "aws.session.token": "planted-tok-9"}))
-    rc, out = run_cli(["check", "--config", cfg])
+    rc, out = run_cli(["check", cfg])
     assert rc == 3, out
     assert "s3.credentials.provider.class" in out and "planted-tok-9" not in out
