@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -42,6 +42,7 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 SIMPLE_CREDENTIALS = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+TEMPORARY_CREDENTIALS = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"  # keys + session token
 
 
 #: Bounded S3A retries for a Spark-engine manifest: S3A's defaults retry a dead endpoint for many minutes (a
@@ -72,6 +73,7 @@ class S3Settings:
     secret_key: str | None = None
     region: str = "us-east-1"
     path_style: bool = True
+    session_token: str | None = field(default=None, repr=False)  # s3.credentials.source=session
 
     def __repr__(self) -> str:
         hide = lambda v: None if v is None else "***"  # noqa: E731
@@ -97,7 +99,7 @@ class S3Settings:
             scheme = urlparse(self.endpoint_url).scheme
             c["fs.s3a.connection.ssl.enabled"] = "false" if scheme == "http" else "true"
         if self.access_key is not None and self.secret_key is not None:
-            c["fs.s3a.aws.credentials.provider"] = SIMPLE_CREDENTIALS
+            c["fs.s3a.aws.credentials.provider"] = TEMPORARY_CREDENTIALS if self.session_token else SIMPLE_CREDENTIALS
         return c
 
     def credential_conf(self) -> dict[str, str]:
@@ -108,7 +110,10 @@ class S3Settings:
         ``--conf`` argument, readable by any local user through ``ps`` for the life of the run."""
         if self.access_key is None or self.secret_key is None:
             return {}
-        return {"fs.s3a.access.key": self.access_key, "fs.s3a.secret.key": self.secret_key}
+        keys = {"fs.s3a.access.key": self.access_key, "fs.s3a.secret.key": self.secret_key}
+        if self.session_token:
+            keys["fs.s3a.session.token"] = self.session_token
+        return keys
 
     def object_store_options(self) -> dict[str, str]:
         """delta-rs (object_store) storage options for the same endpoint, region and keys. They hold the keys:
@@ -122,6 +127,8 @@ class S3Settings:
         if self.access_key is not None and self.secret_key is not None:
             opts["AWS_ACCESS_KEY_ID"] = self.access_key
             opts["AWS_SECRET_ACCESS_KEY"] = self.secret_key
+            if self.session_token:
+                opts["AWS_SESSION_TOKEN"] = self.session_token
         return opts
 
     def boto3_kwargs(self) -> dict:
@@ -137,6 +144,7 @@ class S3Settings:
         if self.access_key is not None:
             kw["aws_access_key_id"] = self.access_key
             kw["aws_secret_access_key"] = self.secret_key
+            kw["aws_session_token"] = self.session_token
         return kw
 
 

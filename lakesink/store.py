@@ -24,7 +24,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import urlparse
 
 
@@ -64,6 +64,16 @@ class StoreSettings:
     sse: str = ""
     kms_key_id: str | None = field(default=None, repr=False)
     acl: str | None = None
+    #: Where credentials come from (lakesink.credentials); None = the static keys above or the default chain.
+    credentials: Any = field(default=None, repr=False, compare=False, hash=False)
+
+    def credential_source(self) -> Any:
+        """The :class:`~lakesink.credentials.ShippedCredentials` (or settings) every boto3 session is built from."""
+        from lakesink.credentials import CredentialSettings
+
+        if self.credentials is not None:
+            return self.credentials
+        return CredentialSettings.from_keys(None, None, self.access_key, self.secret_key)
 
     @property
     def is_local(self) -> bool:
@@ -364,7 +374,6 @@ class S3Store(ObjectStore):
     backoff from ``s3.retry.backoff.ms`` (Confluent's mapping of the same keys)."""
 
     def __init__(self, settings: StoreSettings):
-        import boto3
         from botocore.config import Config
 
         self.settings = settings
@@ -375,13 +384,10 @@ class S3Store(ObjectStore):
             connect_timeout=10,
             read_timeout=60,
         )
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=settings.endpoint_url,
-            aws_access_key_id=settings.access_key,
-            aws_secret_access_key=settings.secret_key,
-            config=cfg,
-        )
+        from lakesink.credentials import boto3_session
+
+        self.client = boto3_session(settings.credential_source(), settings.region).client(
+            "s3", endpoint_url=settings.endpoint_url, config=cfg)
 
     #: Retries this store made (all calls, since it was opened): reported in the batch summary.
     retries = 0

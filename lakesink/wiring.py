@@ -237,7 +237,24 @@ def store_settings(cfg: "SinkConfig") -> "StoreSettings":
         sse=cfg.s3_ssea_name or "",
         kms_key_id=cfg.s3_sse_kms_key_id,
         acl=cfg.s3_acl_canned,
+        credentials=store_credentials(cfg),
     )
+
+
+def store_credentials(cfg: "SinkConfig") -> Any:
+    """The credentials setting every boto3 session is built from (lakesink.credentials). Short-lived
+    credentials (a UC service credential) are resolved here, on the driver, and travel with the settings
+    to the executors, which re-resolve them when they near expiry."""
+    from lakesink.credentials import CredentialSettings, ShippedCredentials
+
+    # "default" is also what a config built in code without the key holds: infer the mode from the keys then
+    source = None if cfg.s3_credentials_source == "default" else cfg.s3_credentials_source
+    settings = CredentialSettings.from_keys(
+        source, None, _reveal(cfg.aws_access_key_id), _reveal(cfg.aws_secret_access_key),
+        _reveal(cfg.aws_session_token), cfg.s3_credentials_uc_name)
+    if settings.source == "uc-service-credential":
+        return ShippedCredentials.on_driver(settings)
+    return settings
 
 
 def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
@@ -250,7 +267,7 @@ def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
         return None
     return S3Settings(endpoint_url=url, access_key=_reveal(cfg.aws_access_key_id),
                       secret_key=_reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
-                      path_style=cfg.s3_path_style_access)
+                      path_style=cfg.s3_path_style_access, session_token=_reveal(cfg.aws_session_token))
 
 
 # ----------------------------------------------------------------------------- transforms

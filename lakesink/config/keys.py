@@ -48,7 +48,7 @@ UNIMPLEMENTED = (
     "avro.use.logical.type.converters", "json.decimal.format", "s3.wan.mode", "s3.object.tagging",
     "s3.object.tagging.key.value.pairs", "s3.object.behavior.on.tagging.error", "s3.send.digest",
     "s3.elastic.buffer.enable", "s3.elastic.buffer.init.capacity", "s3.http.send.expect.continue",
-    "s3.credentials.provider.class", "s3.sse.customer.key", "s3.proxy.url", "s3.proxy.user",
+    "s3.sse.customer.key", "s3.proxy.url", "s3.proxy.user",
     "s3.proxy.password", "report.null.values.to.dlq", "retry.backoff.ms", "shutdown.timeout.ms",
     "partitioner.max.open.files", "enable.conditional.writes", "max.write.duration.ms",
     "timestamp.unit", "hive.integration", "hive.metastore.uris", "hive.conf.dir", "hive.home",
@@ -212,6 +212,11 @@ KEYS: tuple[Key, ...] = (
     Key("s3.acl.canned", "s3_acl_canned", _enum(*CANNED_ACLS), None),
     Key("aws.access.key.id", "aws_access_key_id", as_str, None, secret=True),
     Key("aws.secret.access.key", "aws_secret_access_key", as_str, None, secret=True),
+    # credentials (lakesink.credentials): Confluent's provider class mapped to a mode, or lakesink's own keys
+    Key("s3.credentials.provider.class", "s3_credentials_provider_class", as_str, None),
+    Key("s3.credentials.source", "s3_credentials_source", as_str, None),
+    Key("s3.credentials.uc.name", "s3_credentials_uc_name", as_str, None),
+    Key("aws.session.token", "aws_session_token", as_str, None, secret=True),
     Key("s3.schema.partition.affix.type", "s3_schema_partition_affix_type", as_str, "NONE"),
     # lakesink's own
     Key("manifest.location", "manifest_location", as_str, None, True),

@@ -408,7 +408,28 @@ def check_store(vals: dict[str, Any], problem: Problems) -> str:
     if (vals["aws_access_key_id"] is None) != (vals["aws_secret_access_key"] is None):
         problem("aws.secret.access.key" if vals["aws_secret_access_key"] is None else "aws.access.key.id", None,
                 "aws.access.key.id and aws.secret.access.key must be set together")
+    else:
+        vals["s3_credentials_source"] = credentials_source(vals, problem)
     return bucket
+
+
+def credentials_source(vals: dict[str, Any], problem: Problems) -> str:
+    """The credentials mode (lakesink.credentials) from s3.credentials.source / .provider.class and the keys."""
+    from lakesink.credentials import CredentialSettings
+
+    def plain(attr: str) -> str | None:
+        v = vals.get(attr)
+        return v.reveal() if isinstance(v, Secret) else v
+
+    try:
+        return CredentialSettings.from_keys(
+            vals.get("s3_credentials_source"), vals.get("s3_credentials_provider_class"),
+            plain("aws_access_key_id"), plain("aws_secret_access_key"), plain("aws_session_token"),
+            vals.get("s3_credentials_uc_name")).source
+    except ConfigError as e:
+        for p in e.problems:
+            problem(p.key, p.value, p.message)
+        return "default"
 
 
 def manifest_engine(engine: str, location: str | None, problem: Problems) -> str:
@@ -490,6 +511,8 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         s3_ssea_name=vals["s3_ssea_name"],
         s3_sse_kms_key_id=vals["s3_sse_kms_key_id"], s3_acl_canned=vals["s3_acl_canned"],
         aws_access_key_id=vals["aws_access_key_id"], aws_secret_access_key=vals["aws_secret_access_key"],
+        s3_credentials_source=vals["s3_credentials_source"], s3_credentials_uc_name=vals["s3_credentials_uc_name"],
+        aws_session_token=vals["aws_session_token"],
         s3_schema_partition_affix_type=affix, manifest_location=vals["manifest_location"],
         manifest_engine=manifest_engine(vals["manifest_engine"], vals["manifest_location"], problem),
         kafka_bootstrap_servers=bootstrap, kafka_options=keys.kafka,

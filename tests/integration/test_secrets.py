@@ -117,3 +117,31 @@ def test_sse_kms_headers_are_on_stored_objects(s3, bucket):
         head = client.head_object(Bucket=bucket, Key=key)
         assert head.get("ServerSideEncryption") == "aws:kms", (key, head)
         assert head.get("SSEKMSKeyId") == key_id, (key, head)
+
+
+def test_planted_session_token_is_in_no_output_or_log_file(kafka, s3, bucket, topic_name, tmp_path):
+    """s3.credentials.source=session: the keys and token reach boto3, delta-rs and S3A (moto accepts the
+    token) and none of the three appears in the run's output or its Spark log file."""
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(10))
+    access_key = f"ASIAPLANTED{uuid.uuid4().hex[:8].upper()}"
+    secret, token = f"planted-secret-{uuid.uuid4().hex}", f"planted-token-{uuid.uuid4().hex}"
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{
+        "aws.access.key.id": access_key, "aws.secret.access.key": secret, "aws.session.token": token,
+        "s3.credentials.source": "session", "flush.size": "10"}))
+    log = tmp_path / "spark.log"
+    rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail"],
+                      env_extra={"LAKESINK_SPARK_LOG_FILE": str(log)})
+    assert rc == 0, out
+    assert "batch 0: 1 objects, 10 records" in out or "batch 0: 1 object, 10 records" in out, out
+    text = out + (log.read_text(errors="replace") if log.exists() else "")
+    for planted in (access_key, secret, token):
+        assert planted not in text
+
+
+def test_unknown_credentials_provider_class_is_one_config_line(kafka, s3, bucket, topic_name, tmp_path):
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{
+        "s3.credentials.provider.class": "com.example.VaultProvider", "aws.session.token": "planted-tok-9"}))
+    rc, out = run_cli(["check", cfg])
+    assert rc == 3, out
+    assert "s3.credentials.provider.class" in out and "planted-tok-9" not in out

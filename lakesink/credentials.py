@@ -1,0 +1,181 @@
+"""Where S3 credentials come from, and the one place boto3 sessions are built from them.
+
+Modes (``s3.credentials.source``): ``default`` (boto3's chain: env, profile, instance profile / EMR role),
+``static`` (``aws.access.key.id`` + ``aws.secret.access.key``), ``session`` (static keys plus
+``aws.session.token``), ``uc-service-credential`` (a Databricks Unity Catalog service credential named by
+``s3.credentials.uc.name``, resolved with ``databricks.service_credentials.getServiceCredentialsProvider``,
+DBR 16.2+). Confluent's ``s3.credentials.provider.class`` is accepted for the common AWS SDK classes and mapped
+onto these modes.
+
+Short-lived credentials resolved on the driver are shipped to executors in the task closure
+(:class:`ShippedCredentials`, with their expiry); an executor uses them while fresh and re-resolves from the
+same source when they are about to expire. Secrets are held in fields with ``repr=False`` and never formatted
+into messages.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lakesink.errors import ConfigError, ConfigProblem
+
+__all__ = ["SOURCES", "PROVIDER_CLASSES", "CredentialSettings", "Credentials", "ShippedCredentials",
+           "source_for_provider_class", "resolve", "boto3_session", "REFRESH_MARGIN_S"]
+
+SOURCES = ("default", "static", "session", "uc-service-credential")
+
+#: AWS SDK (v1 and v2) provider classes users paste from Confluent configs, and the lakesink mode each means.
+PROVIDER_CLASSES = {
+    "com.amazonaws.auth.DefaultAWSCredentialsProviderChain": "default",
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider": "default",
+    "com.amazonaws.auth.InstanceProfileCredentialsProvider": "default",
+    "software.amazon.awssdk.auth.credentials.InstanceProfileCredentialsProvider": "default",
+    "com.amazonaws.auth.EnvironmentVariableCredentialsProvider": "default",
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider": "default",
+    "com.amazonaws.auth.profile.ProfileCredentialsProvider": "default",
+    "software.amazon.awssdk.auth.credentials.ProfileCredentialsProvider": "default",
+    "com.amazonaws.auth.ContainerCredentialsProvider": "default",
+    "com.amazonaws.auth.AWSStaticCredentialsProvider": "static",
+    "software.amazon.awssdk.auth.credentials.StaticCredentialsProvider": "static",
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider": "static",
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider": "session",
+}
+
+def _error(key: str, msg: str, value: str | None = None) -> ConfigError:
+    return ConfigError([ConfigProblem(key, value, msg)])
+
+
+#: Executors re-resolve shipped credentials this long before they expire.
+REFRESH_MARGIN_S = 300.0
+
+
+def source_for_provider_class(name: str) -> str:
+    """The lakesink mode for a Confluent ``s3.credentials.provider.class``; ConfigError naming the key otherwise."""
+    try:
+        return PROVIDER_CLASSES[name.strip()]
+    except KeyError:
+        raise _error("s3.credentials.provider.class",
+                     "is not supported (a Java class cannot run in lakesink); use one of the AWS SDK "
+                     f"default/static classes or s3.credentials.source={'|'.join(SOURCES)}", name) from None
+
+
+@dataclass(frozen=True)
+class CredentialSettings:
+    """The validated credentials setting. Secrets are hidden from ``repr``."""
+    source: str = "default"
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    uc_name: str | None = None
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise _error("s3.credentials.source", f"is not one of {', '.join(SOURCES)}", self.source)
+        keys = self.access_key is not None, self.secret_key is not None
+        if self.source in ("static", "session") and not all(keys):
+            raise _error("aws.access.key.id", f"s3.credentials.source={self.source} needs "
+                         "aws.access.key.id and aws.secret.access.key")
+        if self.source == "session" and not self.session_token:
+            raise _error("aws.session.token", "s3.credentials.source=session needs aws.session.token")
+        if self.source == "static" and self.session_token:
+            raise _error("aws.session.token", "set s3.credentials.source=session to use a session token")
+        if self.source == "uc-service-credential" and not self.uc_name:
+            raise _error("s3.credentials.uc.name", "s3.credentials.source=uc-service-credential needs "
+                         "the Unity Catalog service credential's name")
+        if self.source in ("default", "uc-service-credential") and any(keys):
+            raise _error("aws.access.key.id", f"keys are set but s3.credentials.source={self.source}")
+
+    @classmethod
+    def from_keys(cls, source: str | None, provider_class: str | None, access_key: str | None,
+                  secret_key: str | None, session_token: str | None = None,
+                  uc_name: str | None = None) -> "CredentialSettings":
+        """Mode from ``s3.credentials.source``, else ``s3.credentials.provider.class``, else inferred from
+        which keys are set (keys + token → session, keys → static, nothing → default)."""
+        if source is None and provider_class:
+            source = source_for_provider_class(provider_class)
+        if source is None:
+            source = ("uc-service-credential" if uc_name else "session" if session_token
+                      else "static" if access_key or secret_key else "default")
+        return cls(source, access_key, secret_key, session_token, uc_name)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Resolved keys; ``expiry`` in epoch seconds (None = long-lived)."""
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    token: str | None = field(default=None, repr=False)
+    expiry: float | None = None
+
+    def fresh(self, now: float, margin: float = REFRESH_MARGIN_S) -> bool:
+        return self.expiry is None or now < self.expiry - margin
+
+
+def _uc_provider(name: str) -> Any:
+    """Databricks' botocore credential provider for a UC service credential (DBR 16.2+, executor code)."""
+    try:
+        from databricks import service_credentials  # type: ignore[import-not-found]
+    except ImportError:
+        raise _error("s3.credentials.source", "uc-service-credential needs Databricks Runtime 16.2+ "
+                     "(databricks.service_credentials is not importable here)", "uc-service-credential") from None
+    return service_credentials.getServiceCredentialsProvider(name)
+
+
+def resolve(settings: CredentialSettings, uc_provider: Callable[[str], Any] = _uc_provider) -> Credentials | None:
+    """The credentials to use now; None = let boto3's default chain find them where it runs."""
+    if settings.source in ("static", "session"):
+        return Credentials(settings.access_key or "", settings.secret_key or "", settings.session_token)
+    if settings.source == "default":
+        return None
+    # Databricks returns a botocore session (its documented use is boto3.Session(botocore_session=...));
+    # its credentials are refreshable, their frozen view is the current key set.
+    session = uc_provider(settings.uc_name or "")
+    creds = session.get_credentials() if hasattr(session, "get_credentials") else session
+    frozen = creds.get_frozen_credentials() if hasattr(creds, "get_frozen_credentials") else creds
+    expiry = getattr(creds, "_expiry_time", None)
+    return Credentials(frozen.access_key, frozen.secret_key, frozen.token,
+                       expiry.timestamp() if expiry is not None else time.time() + 900)
+
+
+@dataclass
+class ShippedCredentials:
+    """Credentials resolved on the driver and pickled into the task closure with their expiry.
+
+    :meth:`current` returns them while fresh and re-resolves from ``settings`` (on the executor) once they are
+    within :data:`REFRESH_MARGIN_S` of expiring."""
+    settings: CredentialSettings
+    creds: Credentials | None = field(default=None, repr=False)
+    clock: Callable[[], float] = time.time
+    resolver: Callable[[CredentialSettings], Credentials | None] = resolve
+
+    @classmethod
+    def on_driver(cls, settings: CredentialSettings, **kw: Any) -> "ShippedCredentials":
+        shipped = cls(settings, **kw)
+        shipped.creds = shipped.resolver(settings)
+        return shipped
+
+    def current(self) -> Credentials | None:
+        if self.creds is None and self.settings.source == "default":
+            return None
+        if self.creds is None or not self.creds.fresh(self.clock()):
+            self.creds = self.resolver(self.settings)
+        return self.creds
+
+    def __getstate__(self) -> dict:
+        # The clock/resolver defaults are module functions (picklable); keep the state as-is.
+        return dict(self.__dict__)
+
+
+def boto3_session(settings: CredentialSettings | ShippedCredentials | None, region: str | None = None) -> Any:
+    """The boto3 Session every lakesink S3 client is built from."""
+    import boto3
+
+    shipped = settings if isinstance(settings, ShippedCredentials) else (
+        ShippedCredentials(settings) if settings is not None else None)
+    creds = shipped.current() if shipped is not None else None
+    if creds is None:
+        return boto3.session.Session(region_name=region)
+    return boto3.session.Session(aws_access_key_id=creds.access_key, aws_secret_access_key=creds.secret_key,
+                                 aws_session_token=creds.token, region_name=region)
