@@ -136,3 +136,46 @@ def test_corrupt_wire_datum_cli_one_line_exit_6(kafka, s3, bucket, topic_name, s
     assert len(errors) == 1 and errors[0].startswith("lakesink: error:"), out
     assert f"record {topic_name}-0@1: truncated or corrupt Avro payload for schema w.Reading" in errors[0]
     assert "Traceback" not in out and "AVRO_CANNOT_WRITE_NULL_FIELD" not in out
+
+
+# schema.compatibility end to end (#11 item 3, spec §4): v1, v2 (adds a field with a default), v1 again
+EXPECTED_FILES = {
+    # mode: [(first offset, writer schema, [ids in the file])]
+    "NONE": [(0, "v1", [0, 1]), (2, "v2", [2, 3]), (4, "v1", [4, 5])],  # every change of schema rotates
+    "BACKWARD": [(0, "v1", [0, 1]), (2, "v2", [2, 3, 4, 5])],  # newer rotates; older projected up (default)
+    "FULL": [(0, "v1", [0, 1]), (2, "v2", [2, 3, 4, 5])],      # FULL is BACKWARD in the connector
+    "FORWARD": [(0, "v1", [0, 1, 2, 3, 4, 5])],                 # newer projected down (field dropped)
+}
+
+
+@pytest.mark.parametrize("mode", sorted(EXPECTED_FILES))
+def test_schema_compatibility_modes_on_the_registry(spark, kafka, s3, bucket, topic_name, schema_registry,
+                                                    schema_registry_url, mode):
+    client = schema_registry.client()
+    client.set_compatibility(f"{topic_name}-value", "BACKWARD")
+    values = (wire(client, V1, topic_name, [{"id": i, "site": "a"} for i in (0, 1)])
+              + wire(client, V2, topic_name, [{"id": i, "site": "b", "temp": i * 1.5} for i in (2, 3)])
+              + wire(client, V1, topic_name, [{"id": i, "site": "c"} for i in (4, 5)]))
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, values, headers=False)
+    cfg = SinkConfig.from_dict(config(kafka, s3, bucket, topic_name, schema_registry_url,
+                                      **{"flush.size": "100", "schema.compatibility": mode}))
+    SinkJob(spark, cfg).run_batch(flush_tail=True)
+    rows = sorted((r for r in manifest_rows(spark, cfg) if r.object_key), key=lambda r: r.first_offset)
+    check_chains(manifest_rows(spark, cfg), {(topic_name, 0): 6})
+    schemas = {"v1": V1, "v2": V2}
+    sites = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+    got = []
+    for r in rows:
+        body = s3.client().get_object(Bucket=bucket, Key=r.object_key)["Body"].read()
+        reader = fastavro.reader(io.BytesIO(body))
+        writer = json.loads(reader.metadata["avro.schema"])
+        name = "v2" if len(writer["fields"]) == 3 else "v1"
+        records = list(reader)
+        got.append((r.first_offset, name, [x["id"] for x in records]))
+        want = [{"id": i, "site": sites[i], **({"temp": (i * 1.5 if i in (2, 3) else None)} if name == "v2" else {})}
+                for i in range(r.first_offset, r.last_offset + 1)]
+        assert records == want, (mode, r.object_key, records)
+        assert (r.schema_subject, r.schema_version, r.schema_fingerprint) == (
+            f"{topic_name}-value", 2 if name == "v2" else 1, fingerprint(schemas[name])), (mode, r)
+    assert got == EXPECTED_FILES[mode], (mode, got)
