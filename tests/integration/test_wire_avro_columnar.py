@@ -46,7 +46,7 @@ def objects(s3, bucket: str, rows) -> dict[str, bytes]:
             for r in rows if r.object_key}
 
 
-def test_wire_runs_are_copied_byte_identical_to_the_record_path(spark, kafka, s3, bucket, topic_name,
+def test_wire_runs_are_copied_byte_identical_to_the_record_path(spark, kafka, s3, bucket, topic_name, tmp_path,
                                                                  schema_registry, schema_registry_url, monkeypatch):
     client = schema_registry.client()
     v1 = wire(client, V1, topic_name, [{"id": i, "site": f"s{i % 3}"} for i in range(20)])
@@ -103,6 +103,19 @@ def test_wire_runs_are_copied_byte_identical_to_the_record_path(spark, kafka, s3
             f"{topic_name}-value", sid, version, fp), (start, r)
     latest = client.get_latest_version(f"{topic_name}-value")
     assert (latest.schema_id, latest.version) == (id2, 2)
+    # schema_history (#11 item 4) from the Python API and the CLI, over what the sink wrote with the registry
+    import lakesink
+
+    want_hist = [(f"{topic_name}-value", 1, id1, fp1, 0, 34, 5, 25), (f"{topic_name}-value", 2, id2, fp2, 20, 29, 2, 10)]
+    hist = lakesink.schema_history(columnar, topic_name)
+    assert sorted((e.subject, e.version, e.id, e.fingerprint, e.first_offset, e.last_offset, e.objects, e.records)
+                  for e in hist.entries) == want_hist
+    path = write_config(tmp_path, config(kafka, s3, bucket, topic_name, schema_registry_url))
+    rc, out = run_cli(["--format", "json", "schema", "history", "--config", path, "--topic", topic_name])
+    assert rc == 0, out
+    doc = json.loads(out[out.index("{"):])
+    assert sorted((e["subject"], e["version"], e["id"], e["fingerprint"], e["first_offset"], e["last_offset"],
+                   e["objects"], e["records"]) for e in doc["schemas"]) == want_hist
     # the objects hold the datums themselves, under each file's writer schema
     key = next(k for k in got if k.endswith("+0000000020.avro"))
     reader = fastavro.reader(io.BytesIO(got[key]))
