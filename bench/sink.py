@@ -531,7 +531,8 @@ def wire_avro_row(spark, kafka, work: Path, n: int, flush_size: int, repeat: int
 
         def cfg(name: str, size: int = flush_size, extra: dict | None = None) -> dict:
             c = sink_config("avro", name, servers, f"file://{work}/wire-store", f"{work}/wire-manifest", size,
-                            {"topics": WIRE_TOPIC, "schema.registry.url": registry.url, **(extra or {})})
+                            {"topics": WIRE_TOPIC, "topics.dir": name, "schema.registry.url": registry.url,
+                             **(extra or {})})
             c.pop("value.schema")
             return c
 
