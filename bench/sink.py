@@ -618,6 +618,83 @@ def profile(fmt: str, records: int, flush_size: int) -> None:
 
 # ---------------------------------------------------------------------------------------------- main
 
+# ------------------------------------------------------------------------- wire-format Avro (#11 item 2)
+WIRE_TOPIC = "bench-avro-wire"
+
+
+def wire_avro_row(spark, kafka, work: Path, n: int, flush_size: int, repeat: int = 1) -> dict:
+    """The registry-backed wire-format Avro row (``--wire-avro``): a Schema Registry (Apicurio, as the
+    devstack runs it) holding ``AVRO_SCHEMA`` under ``bench-avro-wire-value``, N Confluent wire-format values
+    (magic byte, schema id, the same datums as ``bench-avro``) in ``bench-avro-wire``; lakesink with
+    ``schema.registry.url`` (format avro, local ``file://`` store) vs plain Spark ``from_avro`` on the value
+    after the 5-byte prefix (``substring(value, 6)``) written with ``.write.format("avro")``, and the bare read.
+    Starts and stops its own registry; returns a result row shaped like the others."""
+    from confluent_kafka.schema_registry import Schema
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from lakesink.devstack.registry import SchemaRegistry
+    from lakesink.driver.kafka_admin import KafkaMetadata
+
+    registry = SchemaRegistry()
+    registry.start()
+    try:
+        sid = registry.client().register_schema(f"{WIRE_TOPIC}-value", Schema(json.dumps(AVRO_SCHEMA), "AVRO"))
+        prefix = b"\x00" + sid.to_bytes(4, "big")
+        parsed = fastavro.parse_schema(AVRO_SCHEMA)
+        servers = kafka.bootstrap_servers
+        kafka.create_topic(WIRE_TOPIC, partitions=PARTITIONS)
+        value_bytes = produce(servers, WIRE_TOPIC, n, lambda i: prefix + avro_value(parsed, i))
+        snap = KafkaMetadata({"bootstrap.servers": servers}).snapshot([WIRE_TOPIC])
+        ends = {p: snap.bounds[(WIRE_TOPIC, p)].latest for p in range(PARTITIONS)}
+
+        def plain(path: str, per_partition: int | None = None, size: int = flush_size) -> None:
+            df = kafka_df(spark, servers, WIRE_TOPIC, ends, per_partition)
+            out = df.select(from_avro(F.expr("substring(value, 6)"), json.dumps(AVRO_SCHEMA)).alias("r")).select("r.*")
+            out.write.format("avro").option("compression", "uncompressed").option("maxRecordsPerFile", size) \
+                .mode("overwrite").save(path)
+
+        def cfg(name: str, size: int = flush_size, extra: dict | None = None) -> dict:
+            c = sink_config("avro", name, servers, f"file://{work}/wire-store", f"{work}/wire-manifest", size,
+                            {"topics": WIRE_TOPIC, "topics.dir": name, "schema.registry.url": registry.url,
+                             **(extra or {})})
+            c.pop("value.schema")
+            return c
+
+        warm_n = 5000
+        plain(f"{work}/wire-warm", warm_n, 2000)
+        run_sink(spark, cfg("warm-wire", 2000, {"batch.max.records": str(warm_n)}))
+        t_bare, cnt = timed(lambda: kafka_df(spark, servers, WIRE_TOPIC, ends).count(), max(3, repeat))
+        assert cnt == n, cnt
+        c0 = METER.snap()
+        t_plain, _ = timed(lambda: plain(f"{work}/wire-plain"), repeat)
+        log(f"plain Spark avro (wire) -> file: {t_plain:.1f}s")
+        t_floor = floor_read(spark, cfg("floor-wire"), n)
+        c1 = METER.snap()
+        t_sink, setup, res = run_sink(spark, cfg("bench-wire"))
+        if res.records != n:
+            raise RuntimeError(f"lakesink wire avro archived {res.records} of {n} records")
+        log(f"lakesink avro (wire) -> file: {t_sink:.1f}s ({res.summary()})")
+    finally:
+        registry.stop()
+    mb = value_bytes / 1e6
+    return {
+        "format": "avro-wire", "destination": "local file://", "topic": WIRE_TOPIC, "records": n,
+        "value_mb": round(mb, 1), "sink_s": round(t_sink, 2),
+        "sink_phases_s": {k: round(v, 2) for k, v in res.seconds.items()}, "sink_setup_s": round(setup, 2),
+        "sink_objects": res.objects, "sink_out_mb": round(res.bytes / 1e6, 1),
+        "sink_rec_s": round(n / t_sink), "sink_mb_s": round(mb / t_sink, 2),
+        "plain_s": round(t_plain, 2), "plain_rec_s": round(n / t_plain),
+        "bare_read_s": round(t_bare, 2), "bare_rec_s": round(n / t_bare),
+        "floor_s": round(t_floor, 2), "floor_rec_s": round(n / t_floor),
+        "floor_vs_plain": round(t_plain / t_floor, 3), "floor_vs_bare": round(t_bare / t_floor, 3),
+        "ratio_vs_plain": round(t_plain / t_sink, 3), "ratio_vs_bare": round(t_bare / t_sink, 3),
+        "commit_s": round(res.seconds.get("commit", 0.0), 3),
+        "foreign_cpu_pct": {"bare": 0.0, "plain": round(METER.foreign_pct(c0, c1), 1),
+                            "sink": round(METER.foreign_pct(c1), 1)},
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000, help="records per topic (default 1,000,000)")
@@ -637,6 +714,7 @@ def main(argv=None) -> int:
                          "peak Python-worker RSS (0 = skip)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--profile", metavar="FORMAT", help="profile the archive function for FORMAT and exit")
+    ap.add_argument("--wire-avro", action="store_true", help="add the registry-backed wire-format Avro row")
     a = ap.parse_args(argv)
     if a.profile:
         profile(a.profile, a.records, a.flush_size)
@@ -775,6 +853,9 @@ def main(argv=None) -> int:
             rss = {"format": fmt, "reader": reader, "flush_size": a.rss_flush_size,
                    "worker_rss_mb": round(tree.worker_rss_mb), "at_flush_size": a.flush_size, "worker_rss_mb_small": small}
             log(f"worker RSS {fmt} ({reader}) flush.size {a.rss_flush_size:,}: {tree.worker_rss_mb:.0f} MB")
+
+        if a.wire_avro:
+            results.append(wire_avro_row(spark, kafka, work, n, a.flush_size, a.repeat))
 
         # what the headers column alone costs the read (store.kafka.headers=true; the records have no headers)
         hdr_floor = None

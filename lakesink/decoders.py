@@ -304,6 +304,38 @@ class AvroDecoder(Decoder):
         return value, vs
 
 
+    def wire_run(self, raws: Sequence[bytes], topic: str, partition: int, offset: int) -> ValueSchema | None:
+        """The registry schema of ``raws`` when they are Confluent wire-format values that all carry ONE
+        schema id and are each exactly one datum of it (what the record path decodes, then copies after
+        the 5-byte prefix); None otherwise (several ids, a null, a bad prefix, an unknown id, a datum that
+        does not decode or has bytes after it): such values take the record path, which names the record."""
+        if not self.wire_format or self._fixed is not None or not raws or raws[0] is None:
+            return None
+        prefix = raws[0][:5]
+        if len(prefix) < 5 or prefix[0] != 0:
+            return None
+        sid = int.from_bytes(prefix[1:5], "big")
+        entry = self._by_id.get((sid, topic))
+        if entry is None:
+            try:
+                entry = self._lookup(sid, topic, partition, offset)
+            except DecodeError:
+                return None
+        vs, parsed = entry
+        read, BytesIO = self._read, io.BytesIO
+        for raw in raws:
+            if raw is None or raw[:5] != prefix:
+                return None
+            buf = BytesIO(raw)
+            buf.seek(5)
+            try:
+                read(buf, parsed, None)
+            except Exception:  # noqa: BLE001 - the record path names the record and the reason
+                return None
+            if buf.tell() != len(raw):
+                return None
+        return vs
+
     def decode_many(self, raws, topic, partition, offsets, errors="raise"):
         """:meth:`decode` per record in one loop; any record that is not a clean datum is handed
         to :meth:`decode`, which raises (or, ``errors="return"``, gives) the exact same error."""

@@ -10,6 +10,12 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
   copied into container blocks. Each must be exactly one datum of the schema; Spark checks it in
   the JVM while reading (``to_avro(from_avro(value)) = value``: a canonical datum with nothing
   after it), far cheaper than decoding in Python;
+* ``avro_wire`` — Confluent wire-format Avro values resolved through the Schema Registry, format avro:
+  an Arrow batch whose values all carry one schema id and are each exactly one datum of it (checked in
+  Python with the record path's own reader) is a run of that registry schema; its datums, after the
+  5-byte prefix, are copied into container blocks as the record path copies them. A batch mixing schema
+  ids, or a run whose schema is not the open file's (rotation, projection under
+  ``schema.compatibility``), takes the record path;
 * ``parquet`` — bare Avro values, format parquet, a schema Spark decodes to exactly the values the
   record path writes (:func:`spark_decodes_alike`): Spark decodes them (``from_avro``) during the read,
   with the same canonical check, and the rows arrive as Arrow columns the writer casts to the file's schema;
@@ -73,7 +79,7 @@ def spark_decodes_alike(avro: Any) -> bool:
 class ColumnarPlan:
     """Which columnar path a config takes (``for_config``), built alike on driver and executors."""
 
-    kind: str  # bytes | avro | parquet | json
+    kind: str  # bytes | avro | avro_wire | parquet | json
     schema_json: str | None = None  # avro, parquet: the value schema, for Spark's check and decode
     #: avro without the JVM's column (the direct reader): each batch's datums are checked in Python instead
     python_check: bool = False
@@ -105,6 +111,8 @@ class ColumnarPlan:
         if (fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and not dec.wire_format
                 and dec.fixed_schema is not None):
             return cls("avro", json.dumps(dec.fixed_schema.avro))
+        if fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and dec.wire_format and dec.fixed_schema is None:
+            return cls("avro_wire")
         if (fmt.name == "parquet" and dec.name == "avro" and not dec.wire_format and dec.fixed_schema is not None
                 and spark_decodes_alike(dec.fixed_schema.avro)):
             return cls("parquet", json.dumps(dec.fixed_schema.avro))
@@ -147,6 +155,13 @@ class ColumnarPlan:
             return None
         if self.kind == "bytes":
             return values, None
+        if self.kind == "avro_wire":
+            schema = decoder.wire_run(values.to_pylist(), topic, partition, offsets[0])
+            if schema is None:
+                return None
+            # an explicit stop: binary_slice's default (INT64_MAX) overflows its output size estimate
+            longest = pc.max(pc.binary_length(values)).as_py()
+            return pc.binary_slice(values, 5, longest), schema
         if self.kind in ("avro", "parquet"):
             ok = columns.get(CANONICAL)
             if ok is None and self.python_check and self.kind == "avro":
