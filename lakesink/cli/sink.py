@@ -132,6 +132,7 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     for w in cfg.warnings:
         output.warning(w)
     startup["config"], t = time.monotonic() - t, time.monotonic()
+    run_preflight(cfg)  # timed with `init`
     job = SinkJob(lambda: session(cfg, args.master), cfg)
     startup["init"] = time.monotonic() - t
     from lakesink.cli.progress import ProgressDisplay
@@ -154,6 +155,14 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     finally:
         display.close()
     return SinkResult(batches=batches)
+
+
+def run_preflight(cfg) -> None:
+    """Broker, bucket and manifest location reachable (:mod:`lakesink.driver.preflight`), before the manifest
+    table is created or Spark starts: a wrong address fails in seconds with exit code 5."""
+    from lakesink.driver.preflight import preflight
+
+    preflight(cfg)
 
 
 def quiet_query_error_loggers() -> None:
