@@ -149,12 +149,61 @@ def run(args: argparse.Namespace, output) -> SinkResult:
             output.warning(result.metrics_warning)
         output.batch(result)
 
+    stop = StopSignals()
     try:
-        batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
-                          on_batch=on_batch)
+        with stop.installed():
+            batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
+                              on_batch=on_batch, stop=stop.event)
     finally:
         display.close()
+    if stop.received:
+        output.warning(f"{stop.received} received: stopped after batch {batches[-1].batch_id} committed"
+                       if batches else f"{stop.received} received: stopped, no batch ran")
     return SinkResult(batches=batches)
+
+
+class StopSignals:
+    """SIGTERM/SIGINT during a sink run: the first one lets the batch in progress finish and commit, then the
+    run stops (exit 0; the Spark JVM runs in its own process group, so a signal to the whole group does not
+    kill it mid-batch -- see :func:`lakesink.spark.launch_jvm_detached`). A second one abandons the batch at
+    once: the process exits 128+signal (130 SIGINT, 143 SIGTERM) and the manifest has nothing of the batch
+    unless its commit had already happened (a Delta commit is one atomic log entry)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.event = threading.Event()
+        self.received: str | None = None
+
+    def handle(self, signum, _frame) -> None:
+        import os
+        import signal
+        import sys
+
+        name = signal.Signals(signum).name
+        if self.received is None:
+            self.received = name
+            self.event.set()  # the one line comes when the batch has committed (or failed)
+            return
+        print(f"lakesink: error: {name} received again: batch abandoned; nothing of it was committed "
+              f"unless its manifest commit had completed", file=sys.stderr, flush=True)
+        os._exit(128 + signum)  # no teardown that could commit; the JVM ends when its stdin pipe closes
+
+    @contextlib.contextmanager
+    def installed(self):
+        """The handlers while the run lasts (main thread only; elsewhere, e.g. a notebook thread, none)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        saved = {s: signal.signal(s, self.handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
 
 
 def run_preflight(cfg) -> None:

@@ -440,9 +440,10 @@ class SinkJob:
         """``once``: one batch up to the offsets seen now. Else repeat every ``interval_s`` until
         ``stop`` is set (SIGTERM/SIGINT set it: the current batch finishes and commits first).
         ``on_batch`` is called after every committed batch."""
+        install = stop is None  # a caller passing ``stop`` handles signals itself (the CLI)
         stop = stop or threading.Event()
         results = []
-        if not once and threading.current_thread() is threading.main_thread():
+        if install and not once and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
         while True:
