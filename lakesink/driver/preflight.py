@@ -32,7 +32,7 @@ def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
     try:
         admin.list_topics(timeout=timeout_s)
     except Exception as e:  # noqa: BLE001 - KafkaException(_TRANSPORT / _TIMED_OUT) and kin
-        raise KafkaMetadataError(f"Kafka at {servers} is not reachable (preflight metadata request, "
+        raise KafkaMetadataError(f"Kafka at {servers}: not reachable (preflight metadata request, "
                                  f"{timeout_s:g} s timeout): {e}") from None
 
 
