@@ -28,7 +28,8 @@ def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
 
     conf = client_config(cfg.kafka_options)
     servers = conf.get("bootstrap.servers", "?")
-    admin = AdminClient({**conf, "socket.timeout.ms": int(timeout_s * 1000)})
+    # log_level 0: librdkafka's own connect-failure lines would go to stderr; the error below says it once
+    admin = AdminClient({**conf, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 0})
     try:
         admin.list_topics(timeout=timeout_s)
     except Exception as e:  # noqa: BLE001 - KafkaException(_TRANSPORT / _TIMED_OUT) and kin
