@@ -42,10 +42,13 @@ def session(cfg, master: str | None):
                           conf=quiet_spark_conf(log))
     if log is not None:
         _spark_log = log
+    if _active_stop is not None:  # pyspark's SparkContext replaced the SIGINT handler: ours again
+        _active_stop.reinstall()
     return spark
 
 
 LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
+_active_stop: "StopSignals | None" = None  # the running sink's signal handling (see StopSignals)
 _spark_log: str | None = None
 _verbose = False
 
@@ -198,12 +201,25 @@ class StopSignals:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
+        global _active_stop
         saved = {s: signal.signal(s, self.handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        _active_stop = self
         try:
             yield
         finally:
+            _active_stop = None
             for s, h in saved.items():
                 signal.signal(s, h)
+
+    def reinstall(self) -> None:
+        """The handlers again, e.g. after pyspark's SparkContext set its own SIGINT handler (it cancels the
+        running jobs, failing the batch instead of letting it finish)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(s, self.handle)
 
 
 def run_preflight(cfg) -> None:
