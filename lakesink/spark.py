@@ -173,6 +173,27 @@ def _use_cluster() -> bool:
     return SparkSession.getActiveSession() is not None
 
 
+def launch_jvm_detached(settings: dict[str, str]) -> None:
+    """Start the local Spark JVM (py4j gateway) in its own session and process group, unless one runs already.
+
+    systemd and schedulers stop a job by signalling its whole process group; a JVM in the driver's group died
+    of that SIGTERM mid-batch, before the driver could finish or abandon the batch cleanly. In its own group
+    only the Python driver gets the signal and decides. The JVM still ends with the driver: pyspark's gateway
+    server exits when its stdin, a pipe from this process, is closed -- whatever way this process ends.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # noqa: SLF001 - pyspark's documented-in-code hook for a given gateway
+        return
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    # SparkContext._ensure_initialized uses a gateway set here instead of launching its own
+    SparkContext._gateway = gateway  # noqa: SLF001
+    SparkContext._jvm = gateway.jvm  # noqa: SLF001
+
+
 def get_spark(
     app_name: str = "lakesink",
     master: str | None = None,
@@ -202,24 +223,21 @@ def get_spark(
     jars = sorted(str(p) for p in default_jars_dir().glob("*.jar"))
     master = master or os.environ.get("LAKESINK_SPARK_MASTER") or "local[*]"
 
-    builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in jar_conf(master, jars).items():
-        builder = builder.config(key, value)
-    builder = (
-        builder
-        .config("spark.sql.extensions", DELTA_EXTENSION)
-        .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
-        .config("spark.ui.enabled", "false")
-        # not ./spark-warehouse: a run must leave nothing in the user's working directory
-        .config("spark.sql.warehouse.dir", local_warehouse_dir())
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.databricks.delta.snapshotPartitions", "4")
-    )
+    settings = {"spark.app.name": app_name, "spark.master": master, **jar_conf(master, jars),
+                "spark.sql.extensions": DELTA_EXTENSION,
+                "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+                "spark.ui.enabled": "false",
+                # not ./spark-warehouse: a run must leave nothing in the user's working directory
+                "spark.sql.warehouse.dir": local_warehouse_dir(),
+                "spark.sql.shuffle.partitions": "4",
+                "spark.databricks.delta.snapshotPartitions": "4"}
     if s3 is not None:
-        for key, value in s3.hadoop_conf().items():
-            builder = builder.config(f"spark.hadoop.{key}", value)
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, str(value))
+        settings.update({f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()})
+    settings.update({key: str(value) for key, value in (conf or {}).items()})
+    launch_jvm_detached(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if s3 is not None:
         set_credentials(spark, s3.credential_conf())
@@ -316,5 +334,5 @@ def _try_set(spark: "SparkSession", key: str, value: str) -> None:
         pass
 
 
-__all__ = ["S3Settings", "get_spark", "jar_conf", "set_credentials", "default_jars_dir", "JARS_ENV",
+__all__ = ["S3Settings", "get_spark", "launch_jvm_detached", "jar_conf", "set_credentials", "default_jars_dir", "JARS_ENV",
            "CLUSTER_ENV"]

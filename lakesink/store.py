@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import random
 import stat
 import time
 import uuid
@@ -358,15 +357,7 @@ _RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "InternalError", "ServiceUnava
                     "ThrottlingException", "RequestTimeTooSkewed", "503", "500"}
 # S3 asks for these to be retried with backoff for as long as it takes: they count against the deadline only
 _THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503"}
-#: Upper bound of one backoff sleep.
-MAX_BACKOFF_S = 10.0
-
-
-def backoff_s(attempt: int, base_ms: int, rng: Callable[[float, float], float] = random.uniform) -> float:
-    """Full-jitter exponential backoff before retry ``attempt`` (1-based): uniform in [0, base·2^(attempt-1)],
-    capped at :data:`MAX_BACKOFF_S`."""
-    cap = min(MAX_BACKOFF_S, base_ms / 1000.0 * (2 ** min(attempt - 1, 20)))
-    return rng(0.0, cap)
+from lakesink.retry import MAX_BACKOFF_S, backoff_s  # noqa: E402 - shared with the Kafka clients; kept importable here
 
 
 class S3Store(ObjectStore):

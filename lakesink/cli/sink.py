@@ -42,10 +42,13 @@ def session(cfg, master: str | None):
                           conf=quiet_spark_conf(log))
     if log is not None:
         _spark_log = log
+    if _active_stop is not None:  # pyspark's SparkContext replaced the SIGINT handler: ours again
+        _active_stop.reinstall()
     return spark
 
 
 LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
+_active_stop: "StopSignals | None" = None  # the running sink's signal handling (see StopSignals)
 _spark_log: str | None = None
 _verbose = False
 
@@ -132,6 +135,7 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     for w in cfg.warnings:
         output.warning(w)
     startup["config"], t = time.monotonic() - t, time.monotonic()
+    run_preflight(cfg)  # timed with `init`
     job = SinkJob(lambda: session(cfg, args.master), cfg)
     startup["init"] = time.monotonic() - t
     from lakesink.cli.progress import ProgressDisplay
@@ -148,12 +152,82 @@ def run(args: argparse.Namespace, output) -> SinkResult:
             output.warning(result.metrics_warning)
         output.batch(result)
 
+    stop = StopSignals()
     try:
-        batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
-                          on_batch=on_batch)
+        with stop.installed():
+            batches = job.run(once=not args.continuous, interval_s=interval, flush_tail=args.flush_tail,
+                              on_batch=on_batch, stop=stop.event)
     finally:
         display.close()
+    if stop.received:
+        output.warning(f"{stop.received} received: stopped after batch {batches[-1].batch_id} committed"
+                       if batches else f"{stop.received} received: stopped, no batch ran")
     return SinkResult(batches=batches)
+
+
+class StopSignals:
+    """SIGTERM/SIGINT during a sink run: the first one lets the batch in progress finish and commit, then the
+    run stops (exit 0; the Spark JVM runs in its own process group, so a signal to the whole group does not
+    kill it mid-batch -- see :func:`lakesink.spark.launch_jvm_detached`). A second one abandons the batch at
+    once: the process exits 128+signal (130 SIGINT, 143 SIGTERM) and the manifest has nothing of the batch
+    unless its commit had already happened (a Delta commit is one atomic log entry)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.event = threading.Event()
+        self.received: str | None = None
+
+    def handle(self, signum, _frame) -> None:
+        import os
+        import signal
+        import sys
+
+        name = signal.Signals(signum).name
+        if self.received is None:
+            self.received = name
+            self.event.set()  # the one line comes when the batch has committed (or failed)
+            return
+        print(f"lakesink: error: {name} received again: batch abandoned; nothing of it was committed "
+              f"unless its manifest commit had completed", file=sys.stderr, flush=True)
+        os._exit(128 + signum)  # no teardown that could commit; the JVM ends when its stdin pipe closes
+
+    @contextlib.contextmanager
+    def installed(self):
+        """The handlers while the run lasts (main thread only; elsewhere, e.g. a notebook thread, none)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        global _active_stop
+        saved = {s: signal.signal(s, self.handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        _active_stop = self
+        try:
+            yield
+        finally:
+            _active_stop = None
+            for s, h in saved.items():
+                signal.signal(s, h)
+
+    def reinstall(self) -> None:
+        """The handlers again, e.g. after pyspark's SparkContext set its own SIGINT handler (it cancels the
+        running jobs, failing the batch instead of letting it finish)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(s, self.handle)
+
+
+def run_preflight(cfg) -> None:
+    """Broker, bucket and manifest location reachable (:mod:`lakesink.driver.preflight`), before the manifest
+    table is created or Spark starts: a wrong address fails in seconds with exit code 5."""
+    from lakesink.driver.preflight import preflight
+
+    preflight(cfg)
 
 
 def quiet_query_error_loggers() -> None:

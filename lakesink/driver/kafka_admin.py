@@ -14,6 +14,25 @@ from typing import Mapping
 from lakesink.errors import KafkaMetadataError
 
 TIMEOUT_S = 30.0
+#: Total time one metadata step (list topics, describe, list offsets) may spend retrying transient failures.
+DEADLINE_S = 120.0
+#: Base of the full-jitter exponential backoff between attempts.
+BACKOFF_MS = 500
+
+
+def transient(e: BaseException) -> bool:
+    """A failure worth retrying: a timeout, a broker down or unreachable, or an error Kafka marks retriable."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(e, (TimeoutError, FutureTimeout)):
+        return True
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        err = e.args[0]
+        return err.retriable() or err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,  # noqa: SLF001
+                                                 KafkaError._ALL_BROKERS_DOWN)  # noqa: SLF001
+    return False
 
 
 @dataclass(frozen=True)
@@ -56,16 +75,28 @@ class KafkaMetadata:
         self.servers = self.conf.get("bootstrap.servers", "?")
         self.read_committed = isolation_level(kafka_options) == "read_committed"
         self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
+        self.deadline_s = DEADLINE_S
+        #: Retries made by this client's metadata calls (transient failures).
+        self.retries = 0
 
     def _fail(self, what: str, e: BaseException) -> KafkaMetadataError:
         return KafkaMetadataError(f"Kafka at {self.servers}: {what} failed: {e}")
 
+    def _retrying(self, fn):
+        """``fn()`` with bounded retries of transient failures (backoff + jitter, :data:`DEADLINE_S` in all)."""
+        from lakesink.retry import retry_until
+
+        result, retries = retry_until(fn, self.deadline_s, BACKOFF_MS, transient)
+        self.retries += retries
+        return result
+
     def resolve_topics(self, topics: list[str] | None, regex: str | None) -> list[str]:
         """The configured topics (all must exist) or those matching ``topics.regex``."""
         try:
-            md = self.admin.list_topics(timeout=TIMEOUT_S)
+            md = self._retrying(lambda: self.admin.list_topics(timeout=TIMEOUT_S))
         except Exception as e:  # noqa: BLE001 - KafkaException / timeouts
-            raise self._fail("listing topics (is the broker reachable?)", e) from None
+            raise self._fail(f"listing topics (is the broker reachable? gave up after {self.deadline_s:g} s "
+                             f"of retries)", e) from None
         existing = {t for t in md.topics if not t.startswith("__")}
         if regex:
             pat = re.compile(regex)
@@ -81,7 +112,7 @@ class KafkaMetadata:
         from confluent_kafka import IsolationLevel, TopicCollection, TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
-        try:
+        def describe():
             cluster_id = self.admin.describe_cluster(request_timeout=TIMEOUT_S).result(TIMEOUT_S).cluster_id
             described = self.admin.describe_topics(TopicCollection(topics), request_timeout=TIMEOUT_S)
             topic_ids, parts = {}, []
@@ -89,20 +120,27 @@ class KafkaMetadata:
                 d = fut.result(TIMEOUT_S)
                 topic_ids[name] = str(d.topic_id) if d.topic_id is not None else None
                 parts += [TopicPartition(name, p.id) for p in d.partitions]
+            return cluster_id, topic_ids, parts
+
+        try:
+            cluster_id, topic_ids, parts = self._retrying(describe)
         except Exception as e:  # noqa: BLE001
             raise self._fail("describing topics " + ", ".join(topics), e) from None
         iso = IsolationLevel.READ_COMMITTED if self.read_committed else IsolationLevel.READ_UNCOMMITTED
         bounds = {}
         if parts:
-            try:
+            def offsets():
                 early = self.admin.list_offsets({tp: OffsetSpec.earliest() for tp in parts},
                                                 isolation_level=iso, request_timeout=TIMEOUT_S)
                 late = self.admin.list_offsets({tp: OffsetSpec.latest() for tp in parts},
                                                isolation_level=iso, request_timeout=TIMEOUT_S)
-                for tp in parts:
-                    e_ = early[tp].result(TIMEOUT_S).offset
-                    l_ = late[tp].result(TIMEOUT_S).offset
-                    bounds[(tp.topic, tp.partition)] = PartitionBounds(tp.topic, tp.partition, e_, l_)
+                return {(tp.topic, tp.partition): PartitionBounds(tp.topic, tp.partition,
+                                                                  early[tp].result(TIMEOUT_S).offset,
+                                                                  late[tp].result(TIMEOUT_S).offset)
+                        for tp in parts}
+
+            try:
+                bounds = self._retrying(offsets)
             except Exception as e:  # noqa: BLE001
                 raise self._fail("listing offsets", e) from None
         return TopicsSnapshot(cluster_id, topic_ids, bounds)

@@ -108,6 +108,9 @@ class SinkJob:
         self.kafka = KafkaMetadata(cfg.kafka_options)
         self.store = open_store(wiring.store_settings(cfg))
         self.hooks = hooks or NO_HOOKS
+        #: End offsets a --once --flush-tail run archives up to (set after its first batch; None: no cap)
+        self._targets: dict[tuple[str, int], int] | None = None
+        self._seen_latest: dict[tuple[str, int], int] = {}
         self.manifest.ensure()
 
     @property
@@ -172,6 +175,10 @@ class SinkJob:
                     f"{topic}-{part}: the manifest's next offset {start} is beyond Kafka's latest offset {b.latest} "
                     f"(topic truncated or replaced?)")
             end = b.latest
+            if self._targets is not None:  # a --once --flush-tail run: no further than the offsets seen at start
+                end = max(start, min(end, self._targets.get((topic, part), start)))
+            else:
+                self._seen_latest[(topic, part)] = b.latest
             if cfg.batch_max_records > 0:
                 end = min(end, start + cfg.batch_max_records)
             if start < end:
@@ -422,15 +429,25 @@ class SinkJob:
                 expect = b + 1
 
     # -- loops
+    def more_to_flush(self, res: BatchResult, flush_tail: bool) -> bool:
+        """A ``--once --flush-tail`` run goes on with further (``batch.max.records``-capped) batches until every
+        partition reached the end offset seen by its first batch; later appends are left for the next run."""
+        if not flush_tail or self.cfg.batch_max_records <= 0 or not res.partitions:
+            return False
+        if self._targets is None:
+            self._targets = dict(self._seen_latest)
+        return any(p.end < self._targets.get((p.topic, p.partition), p.end) for p in res.partitions)
+
     def run(self, once: bool = True, interval_s: float = 30.0, flush_tail: bool = False,
             stop: threading.Event | None = None,
             on_batch: Callable[[BatchResult], None] | None = None) -> list[BatchResult]:
         """``once``: one batch up to the offsets seen now. Else repeat every ``interval_s`` until
         ``stop`` is set (SIGTERM/SIGINT set it: the current batch finishes and commits first).
         ``on_batch`` is called after every committed batch."""
+        install = stop is None  # a caller passing ``stop`` handles signals itself (the CLI)
         stop = stop or threading.Event()
         results = []
-        if not once and threading.current_thread() is threading.main_thread():
+        if install and not once and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
         while True:
@@ -440,6 +457,8 @@ class SinkJob:
             results.append(res)
             if on_batch is not None:
                 on_batch(res)
+            if once and not stop.is_set() and self.more_to_flush(res, flush_tail):
+                continue
             if once or stop.is_set():
                 return results
             stop.wait(max(0.0, interval_s - (time.monotonic() - t)))

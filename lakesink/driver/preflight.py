@@ -1,0 +1,112 @@
+"""Reachability checks before a sink run does anything (issue #14 item 1): the broker (a metadata call), the
+data bucket (HeadBucket) and the manifest location (its bucket, or its local parent directory), each with a
+short timeout, so a wrong address fails in seconds with exit code 5 naming the endpoint, instead of after
+Spark's cold start and the full retry deadline.
+
+Called by the sink CLI before the manifest table is created or a Spark session started.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from lakesink.errors import KafkaMetadataError, StoreError
+
+if TYPE_CHECKING:
+    from lakesink.config import SinkConfig
+
+#: Timeout of each preflight call: long enough for a loaded broker, short next to the retry deadlines.
+TIMEOUT_S = 10.0
+
+
+def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
+    """One metadata request to the configured brokers; :class:`KafkaMetadataError` if none answers."""
+    from confluent_kafka.admin import AdminClient
+
+    from lakesink.driver.kafka_admin import client_config
+
+    conf = client_config(cfg.kafka_options)
+    servers = conf.get("bootstrap.servers", "?")
+    # log_level 0: librdkafka's own connect-failure lines would go to stderr; the error below says it once
+    admin = AdminClient({**conf, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 0})
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except Exception as e:  # noqa: BLE001 - KafkaException(_TRANSPORT / _TIMED_OUT) and kin
+        raise KafkaMetadataError(f"Kafka at {servers}: not reachable (preflight metadata request, "
+                                 f"{timeout_s:g} s timeout): {e}") from None
+
+
+def _s3_client(cfg: "SinkConfig", timeout_s: float):
+    import boto3
+    from botocore.config import Config
+
+    from lakesink import wiring
+
+    s = wiring.store_settings(cfg)
+    return s.endpoint_url, boto3.client(
+        "s3", endpoint_url=s.endpoint_url, aws_access_key_id=s.access_key, aws_secret_access_key=s.secret_key,
+        config=Config(region_name=s.region, s3={"addressing_style": "path" if s.path_style else "auto"},
+                      retries={"total_max_attempts": 2, "mode": "standard"},
+                      connect_timeout=timeout_s, read_timeout=timeout_s))
+
+
+def check_bucket(client, endpoint: str | None, bucket: str, what: str) -> None:
+    """HeadBucket; :class:`StoreError` naming the endpoint, the bucket and the cause."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    where = endpoint or "AWS S3"
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as e:
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        cause = {404: "does not exist", 403: "access denied"}.get(status, f"{e.response.get('Error', {})}")
+        raise StoreError(f"{what} bucket {bucket!r} at {where}: {cause} (preflight HeadBucket)") from None
+    except BotoCoreError as e:  # connection refused, timeouts, DNS
+        raise StoreError(f"S3 endpoint {where} is not reachable (preflight HeadBucket of {what} bucket "
+                         f"{bucket!r}): {e}") from None
+
+
+def check_local_dir(path: str, what: str) -> None:
+    """A local store root or manifest path: it, or its nearest existing ancestor, must be a writable directory."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if not os.path.isdir(p) or not os.access(p, os.W_OK | os.X_OK):
+        raise StoreError(f"{what} {path!r}: {p!r} is not a writable directory (preflight)")
+
+
+def check_stores(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
+    """The data bucket and the manifest location (a path table; a catalog table is checked by Spark)."""
+    from lakesink import wiring
+
+    settings = wiring.store_settings(cfg)
+    client = endpoint = None
+    if settings.is_local:
+        check_local_dir(urlparse(settings.endpoint_url).path, "store.url")
+    else:
+        endpoint, client = _s3_client(cfg, timeout_s)
+        check_bucket(client, endpoint, settings.bucket, "data (s3.bucket.name)")
+    loc = cfg.manifest_location or ""
+    scheme = urlparse(loc).scheme
+    if scheme in ("s3", "s3a", "s3n"):
+        mbucket = urlparse(loc).netloc
+        if client is None:
+            raise StoreError(f"manifest.location {loc!r} is on S3 but the store is local (store.url)")
+        if mbucket != settings.bucket:
+            check_bucket(client, endpoint, mbucket, "manifest (manifest.location)")
+    elif scheme in ("", "file") and "/" in loc:
+        check_local_dir(urlparse(loc).path if scheme == "file" else loc, "manifest.location")
+
+
+def preflight(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
+    """Every reachability check, store first (no broker wait when the bucket is wrong); raises the first
+    failure (exit code 5)."""
+    check_stores(cfg, timeout_s)
+    check_broker(cfg, timeout_s)
+
+
+__all__ = ["preflight", "check_broker", "check_stores", "check_bucket", "check_local_dir", "TIMEOUT_S"]

@@ -1,0 +1,71 @@
+"""SIGTERM to the whole process group of ``lakesink sink`` mid-batch (what systemd and schedulers send; issue
+#14 item 3): the Spark JVM is in its own process group, so only the driver gets the signal; it lets the batch
+commit, says so in one line and exits 0. The manifest is exact, the next run archives the rest exactly once,
+and no Spark JVM is left running."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from archive_checks import base_config, check_exactly_once, json_payloads, produce
+
+from lakesink.config import SinkConfig
+from lakesink.driver.sink import SinkJob
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def jvms_logging_to(log: str) -> list[int]:
+    """Pids of live processes whose command line names ``log`` (the run's Spark JVM: -Dlakesink.log.file)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{d}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if log.encode() in cmd and state != "Z":
+            pids.append(int(d))
+    return pids
+
+
+def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path, kafka, s3, bucket, topic_name):
+    kafka.create_topic(topic_name, partitions=2)
+    sent = produce(kafka, topic_name, json_payloads(20000), partition_of=lambda i: i % 2)
+    cfg_dict = base_config(kafka, s3, bucket, topic_name, **{"flush.size": "100"})
+    path = tmp_path / "job.properties"
+    path.write_text("\n".join(f"{k}={v}" for k, v in cfg_dict.items()))
+    log = str(tmp_path / "spark.log")
+    proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "sink", "--config", str(path), "--once",
+                             "--flush-tail", "--progress", "none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": REPO, "LAKESINK_SPARK_LOG_FILE": log})
+    deadline = time.monotonic() + 120
+    while not jvms_logging_to(log) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, f"the run ended before its JVM started: {proc.communicate()}"
+    time.sleep(3)  # into the batch (session start / archive)
+    t = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    print(f"exit {proc.returncode} {time.monotonic() - t:.1f} s after SIGTERM; stderr: {err!r}")
+    assert proc.returncode == 0, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "SIGTERM received: stopped after batch 0 committed" in lines[0], err
+    # the JVM ends with the driver (its stdin pipe closes)
+    deadline = time.monotonic() + 30
+    while jvms_logging_to(log) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not jvms_logging_to(log), "a Spark JVM outlived the run"
+    # the manifest is exact and a next run archives the rest exactly once (nothing half-committed)
+    cfg = SinkConfig.from_dict(cfg_dict)
+    SinkJob(spark, cfg).run_batch(flush_tail=True)
+    check_exactly_once(spark, cfg, sent, "json")
