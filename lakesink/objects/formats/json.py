@@ -129,14 +129,13 @@ _CANONICAL = re.compile(r'(?:' + _STRING + '|' + _FLOAT + r'(?![0-9.eE])|' + _IN
                         r'|true|false|null|[\[\]{},:])*+').fullmatch
 
 
-class _DuplicateKey(Exception):
-    pass
+_DUPLICATE_KEY = "duplicate key"  # a marker, not a user-facing error: the caller re-encodes the value
 
 
 def _unique_pairs(pairs: list) -> dict:
     d = dict(pairs)
     if len(d) != len(pairs):
-        raise _DuplicateKey  # json.loads keeps the last: the re-encoded text would differ
+        raise ValueError(_DUPLICATE_KEY)  # json.loads keeps the last: the re-encoded text would differ
     return d
 
 
@@ -167,7 +166,9 @@ def value_lines(raws: Sequence[bytes]) -> list[str]:
         if canonical(text) is not None:
             try:
                 v = _checked_loads(text)
-            except _DuplicateKey:
+            except ValueError as e:
+                if e.args != (_DUPLICATE_KEY,):
+                    raise
                 append(compact_json(_plain_loads(text)))
                 continue
             if v is None:
