@@ -38,29 +38,59 @@ def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
 
 
 def _s3_client(cfg: "SinkConfig", timeout_s: float):
-    import boto3
     from botocore.config import Config
 
     from lakesink import wiring
+    from lakesink.credentials import boto3_session
 
     s = wiring.store_settings(cfg)
-    return s.endpoint_url, boto3.client(
-        "s3", endpoint_url=s.endpoint_url, aws_access_key_id=s.access_key, aws_secret_access_key=s.secret_key,
+    # the store's own credentials (static, session token, UC service credential): a preflight with other
+    # credentials could pass where the run fails, or refuse a run that would work
+    client = boto3_session(s.credential_source(), s.region).client(
+        "s3", endpoint_url=s.endpoint_url,
         config=Config(region_name=s.region, s3={"addressing_style": "path" if s.path_style else "auto"},
-                      retries={"total_max_attempts": 2, "mode": "standard"},
+                      retries={"total_max_attempts": 1, "mode": "standard"},  # retried below, within the deadline
                       connect_timeout=timeout_s, read_timeout=timeout_s))
+    return s.endpoint_url, client, s.retry_backoff_ms, s.retry_deadline_ms
 
 
-def check_bucket(client, endpoint: str | None, bucket: str, what: str) -> None:
-    """HeadBucket; :class:`StoreError` naming the endpoint, the bucket and the cause."""
+def _throttled(e: BaseException) -> bool:
+    from botocore.exceptions import ClientError
+
+    if not isinstance(e, ClientError):
+        return False
+    status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return status == 503 or status >= 500 or e.response.get("Error", {}).get("Code") in THROTTLE_CODES
+
+
+#: Error codes S3 asks to be retried with backoff (HeadBucket has no body: its code is the status).
+THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503", "500"}
+
+
+def check_bucket(client, endpoint: str | None, bucket: str, what: str, backoff_ms: int = 200,
+                 deadline_ms: int = 0) -> None:
+    """HeadBucket; :class:`StoreError` naming the endpoint, the bucket and the cause. Throttling and 5xx are
+    retried with backoff until ``deadline_ms`` (``s3.retry.deadline.ms``); a refused connection, 403 and 404
+    fail at once."""
     from botocore.exceptions import BotoCoreError, ClientError
+
+    from lakesink.retry import retry_until
 
     where = endpoint or "AWS S3"
     try:
-        client.head_bucket(Bucket=bucket)
+        retry_until(lambda: client.head_bucket(Bucket=bucket), deadline_ms / 1000.0, backoff_ms, _throttled)
     except ClientError as e:
         status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        cause = {404: "does not exist", 403: "access denied"}.get(status, f"{e.response.get('Error', {})}")
+        if status == 404:
+            cause = "does not exist"
+        elif status == 403:
+            cause = "access denied (403): check the credentials and the bucket policy"
+        elif _throttled(e):
+            cause = (f"throttled or unavailable ({e.response.get('Error', {}).get('Code') or status}) until "
+                     f"s3.retry.deadline.ms={deadline_ms}")
+        else:
+            err = e.response.get("Error", {})
+            cause = f"{err.get('Code', status)}: {err.get('Message', '')}".rstrip(": ")
         raise StoreError(f"{what} bucket {bucket!r} at {where}: {cause} (preflight HeadBucket)") from None
     except BotoCoreError as e:  # connection refused, timeouts, DNS
         raise StoreError(f"S3 endpoint {where} is not reachable (preflight HeadBucket of {what} bucket "
@@ -85,11 +115,12 @@ def check_stores(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
 
     settings = wiring.store_settings(cfg)
     client = endpoint = None
+    backoff_ms = deadline_ms = 0
     if settings.is_local:
         check_local_dir(urlparse(settings.endpoint_url).path, "store.url")
     else:
-        endpoint, client = _s3_client(cfg, timeout_s)
-        check_bucket(client, endpoint, settings.bucket, "data (s3.bucket.name)")
+        endpoint, client, backoff_ms, deadline_ms = _s3_client(cfg, timeout_s)
+        check_bucket(client, endpoint, settings.bucket, "data (s3.bucket.name)", backoff_ms, deadline_ms)
     loc = cfg.manifest_location or ""
     scheme = urlparse(loc).scheme
     if scheme in ("s3", "s3a", "s3n"):
@@ -97,7 +128,7 @@ def check_stores(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
         if client is None:
             raise StoreError(f"manifest.location {loc!r} is on S3 but the store is local (store.url)")
         if mbucket != settings.bucket:
-            check_bucket(client, endpoint, mbucket, "manifest (manifest.location)")
+            check_bucket(client, endpoint, mbucket, "manifest (manifest.location)", backoff_ms, deadline_ms)
     elif scheme in ("", "file") and "/" in loc:
         check_local_dir(urlparse(loc).path if scheme == "file" else loc, "manifest.location")
 

@@ -70,3 +70,61 @@ def test_retry_until_bounds_attempts_by_deadline():
 
     assert retry_until(once_then_ok, 5, 1, lambda e: True) == ("ok", 1)
     assert all(0 <= backoff_s(a, 200) <= min(10.0, 0.2 * 2 ** (a - 1)) for a in range(1, 30))
+
+
+class _HeadBucketServer:
+    """A loopback HTTP server answering HeadBucket: 503 for the first ``fail`` requests, then 200; it keeps
+    each request's headers (no S3 behind it: preflight's own retry and signing are what is tested)."""
+
+    def __init__(self, fail: int):
+        import http.server
+        import threading
+
+        outer = self
+        self.fail, self.headers = fail, []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_HEAD(self):  # noqa: N802 - http.server's naming
+                outer.headers.append(dict(self.headers))
+                self.send_response(503 if len(outer.headers) <= outer.fail else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+
+
+def s3_config(tmp_path, url: str, **over) -> SinkConfig:
+    return config(tmp_path, **{"store.url": url, "s3.region": "us-east-1", "manifest.location":
+                               "s3a://bucket-pre/_lakesink/manifest", "aws.access.key.id": "ASIAPRE",
+                               "aws.secret.access.key": "secret-pre", **over})
+
+
+def test_head_bucket_is_retried_through_throttling_and_signed_with_the_session_token(tmp_path):
+    srv = _HeadBucketServer(fail=2)
+    try:
+        check_stores(s3_config(tmp_path, srv.url, **{"s3.credentials.source": "session",
+                                                     "aws.session.token": "token-pre"}))
+    finally:
+        srv.close()
+    assert len(srv.headers) == 3  # two 503s retried, then the bucket answered
+    assert all(h.get("X-Amz-Security-Token") == "token-pre" for h in srv.headers), srv.headers[0]
+
+
+def test_head_bucket_throttled_past_the_deadline_names_it(tmp_path):
+    srv = _HeadBucketServer(fail=10**6)
+    t = time.monotonic()
+    try:
+        with pytest.raises(StoreError) as e:
+            check_stores(s3_config(tmp_path, srv.url, **{"s3.retry.deadline.ms": "1500"}))
+    finally:
+        srv.close()
+    assert "throttled or unavailable (503) until s3.retry.deadline.ms=1500" in str(e.value)
+    assert len(srv.headers) > 1 and time.monotonic() - t < 10
