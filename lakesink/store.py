@@ -355,8 +355,8 @@ class _LocalWriter(ObjectWriter):
 
 _RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "InternalError", "ServiceUnavailable", "Throttling",
                     "ThrottlingException", "RequestTimeTooSkewed", "503", "500"}
-# S3 asks for these to be retried with backoff for as long as it takes: they count against the deadline only
-_THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503"}
+#: Error codes S3 asks to be retried with backoff for as long as it takes (they count against the deadline only).
+THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503"}
 from lakesink.retry import MAX_BACKOFF_S, backoff_s  # noqa: E402 - shared with the Kafka clients; kept importable here
 
 
@@ -406,7 +406,7 @@ class S3Store(ObjectStore):
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
                 if _is_precondition(e):
                     raise PreconditionFailed(f"{what} {self.uri(key)}: precondition failed (412)") from None
-                throttled = code in _THROTTLE_CODES or status == 503
+                throttled = code in THROTTLE_CODES or status == 503
                 if not (throttled or code in _RETRYABLE_CODES or status >= 500):
                     raise _client_error(what, self.uri(key), e) from None
                 transient += 0 if throttled else 1

@@ -57,14 +57,13 @@ def _s3_client(cfg: "SinkConfig", timeout_s: float):
 def _throttled(e: BaseException) -> bool:
     from botocore.exceptions import ClientError
 
+    from lakesink.store import THROTTLE_CODES
+
     if not isinstance(e, ClientError):
         return False
     status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    return status == 503 or status >= 500 or e.response.get("Error", {}).get("Code") in THROTTLE_CODES
-
-
-#: Error codes S3 asks to be retried with backoff (HeadBucket has no body: its code is the status).
-THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503", "500"}
+    # HeadBucket has no body: its error code is the HTTP status
+    return status >= 500 or e.response.get("Error", {}).get("Code") in THROTTLE_CODES
 
 
 def check_bucket(client, endpoint: str | None, bucket: str, what: str, backoff_ms: int = 200,
