@@ -329,7 +329,10 @@ class TreeSampler:
                 with pr.oneshot():
                     t = pr.cpu_times()
                     self.cpu[pr.pid] = max(self.cpu.get(pr.pid, 0.0), t.user + t.system)
-                    if "pyspark" in " ".join(pr.cmdline()[:4]) and pr.pid != os.getpid():
+                    cmd = pr.cmdline()
+                    # python -m pyspark.daemon / pyspark.worker; not the JVM, whose classpath names pyspark/jars
+                    if (pr.pid != os.getpid() and cmd and "python" in os.path.basename(cmd[0])
+                            and any(c.startswith("pyspark.") for c in cmd[1:4])):
                         self.rss[pr.pid] = max(self.rss.get(pr.pid, 0), pr.memory_info().rss)
             except self.psutil.Error:
                 pass
