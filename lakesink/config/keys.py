@@ -223,6 +223,9 @@ KEYS: tuple[Key, ...] = (
     Key("manifest.engine", "manifest_engine", _enum("auto", "delta-rs", "spark", ci=True), "auto"),
     Key("kafka.starting.offsets", "kafka_starting_offsets", _enum("earliest", "latest", ci=True), "earliest"),
     Key("kafka.reader", "kafka_reader", _enum("direct", "spark", ci=True), "direct"),
+    # the Kafka dependency's deadline: the driver's metadata calls retry within it; an executor's read that gets
+    # nothing from the broker for this long fails its task (not a librdkafka property: never passed to a client)
+    Key("kafka.retry.deadline.ms", "kafka_retry_deadline_ms", as_int, 60000, False, _range(1000, 3600000)),
     Key("value.decoder", "value_decoder", _enum(*DECODERS, ci=True), None),
     Key("key.decoder", "key_decoder", _enum(*DECODERS, ci=True), "bytes"),
     Key("schema.registry.url", "schema_registry_url", as_str, None),

@@ -100,6 +100,7 @@ class SinkConfig:
     kafka_options: dict[str, str]    # kafka.* keys, prefix stripped (includes bootstrap.servers)
     kafka_starting_offsets: str
     kafka_reader: str                # direct (librdkafka in the executors) | spark (Spark's Kafka source)
+    kafka_retry_deadline_ms: int     # lakesink: bound of Kafka retries (driver metadata) and of a stalled read
     value_decoder: str
     key_decoder: str
     schema_registry_url: str | None

@@ -517,7 +517,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         manifest_engine=manifest_engine(vals["manifest_engine"], vals["manifest_location"], problem),
         kafka_bootstrap_servers=bootstrap, kafka_options=keys.kafka,
         kafka_starting_offsets=vals["kafka_starting_offsets"].lower(),
-        kafka_reader=vals["kafka_reader"].lower(),
+        kafka_reader=vals["kafka_reader"].lower(), kafka_retry_deadline_ms=vals["kafka_retry_deadline_ms"],
         value_decoder=value_decoder, key_decoder=key_decoder,
         schema_registry_url=vals["schema_registry_url"], schema_registry_options=keys.registry,
         registry=registry_cfg,

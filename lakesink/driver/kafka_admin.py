@@ -14,8 +14,9 @@ from typing import Mapping
 from lakesink.errors import KafkaMetadataError
 
 TIMEOUT_S = 30.0
-#: Total time one metadata step (list topics, describe, list offsets) may spend retrying transient failures.
-DEADLINE_S = 120.0
+#: Total time one metadata step (list topics, describe, list offsets) may spend retrying transient failures,
+#: unless ``kafka.retry.deadline.ms`` says otherwise (the same default).
+DEADLINE_S = 60.0
 #: Base of the full-jitter exponential backoff between attempts.
 BACKOFF_MS = 500
 
@@ -67,7 +68,7 @@ def isolation_level(kafka_options: Mapping[str, str]) -> str:
 
 
 class KafkaMetadata:
-    def __init__(self, kafka_options: Mapping[str, str]):
+    def __init__(self, kafka_options: Mapping[str, str], deadline_s: float = DEADLINE_S):
         from confluent_kafka.admin import AdminClient
 
         self.options = dict(kafka_options)
@@ -75,7 +76,7 @@ class KafkaMetadata:
         self.servers = self.conf.get("bootstrap.servers", "?")
         self.read_committed = isolation_level(kafka_options) == "read_committed"
         self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
-        self.deadline_s = DEADLINE_S
+        self.deadline_s = deadline_s
         #: Retries made by this client's metadata calls (transient failures).
         self.retries = 0
 
@@ -83,7 +84,7 @@ class KafkaMetadata:
         return KafkaMetadataError(f"Kafka at {self.servers}: {what} failed: {e}")
 
     def _retrying(self, fn):
-        """``fn()`` with bounded retries of transient failures (backoff + jitter, :data:`DEADLINE_S` in all)."""
+        """``fn()`` with bounded retries of transient failures (backoff + jitter, ``deadline_s`` in all)."""
         from lakesink.retry import retry_until
 
         result, retries = retry_until(fn, self.deadline_s, BACKOFF_MS, transient)
@@ -147,10 +148,10 @@ class KafkaMetadata:
 
 
 def job_bounds(kafka_options: Mapping[str, str], topics: list[str] | None, regex: str | None,
-               also: set[str] = frozenset()) -> dict[tuple[str, int], PartitionBounds]:
+               also: set[str] = frozenset(), deadline_s: float = DEADLINE_S) -> dict[tuple[str, int], PartitionBounds]:
     """Offset bounds of a job's partitions: its configured topics (or those matching ``regex``) plus the topics
     in ``also`` (e.g. those its manifest names) that still exist."""
-    md = KafkaMetadata(kafka_options)
+    md = KafkaMetadata(kafka_options, deadline_s)
     configured = md.resolve_topics(list(topics or []), regex) if (topics or regex) else []
     existing = set(md.resolve_topics(None, ".*")) if also else set()
     names = sorted(set(configured) | (set(also) & existing))

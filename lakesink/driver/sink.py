@@ -105,7 +105,7 @@ class SinkJob:
         self._spark, self.cfg = spark, cfg
         self.run_id = run_id or f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         self.manifest = wiring.manifest(cfg, lambda: self.spark)
-        self.kafka = KafkaMetadata(cfg.kafka_options)
+        self.kafka = KafkaMetadata(cfg.kafka_options, cfg.kafka_retry_deadline_ms / 1000.0)
         self.store = open_store(wiring.store_settings(cfg))
         self.hooks = hooks or NO_HOOKS
         #: End offsets a --once --flush-tail run archives up to (set after its first batch; None: no cap)
@@ -262,7 +262,8 @@ class SinkJob:
         ids = self.spark.range(0, len(ranges), 1, len(ranges))
         return ids.mapInArrow(
             lambda it: count(read_and_archive(it, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
-                                              headers, cfg.store_kafka_metadata)), RESULT_SCHEMA)
+                                              headers, cfg.store_kafka_metadata,
+                                              cfg.kafka_retry_deadline_ms / 1000.0)), RESULT_SCHEMA)
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:

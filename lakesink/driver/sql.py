@@ -39,7 +39,8 @@ def end_offset_rows(cfg: "SinkConfig", topics: set[str]) -> list[tuple]:
     ``topics`` (those its manifest rows name) that still exist."""
     from lakesink.driver.kafka_admin import job_bounds
 
-    bounds = job_bounds(cfg.kafka_options, list(cfg.topics), cfg.topics_regex, topics)
+    bounds = job_bounds(cfg.kafka_options, list(cfg.topics), cfg.topics_regex, topics,
+                        cfg.kafka_retry_deadline_ms / 1000.0)
     return [(cfg.name, t, p, b.earliest, b.latest) for (t, p), b in sorted(bounds.items())]
 
 

@@ -156,7 +156,8 @@ def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any 
         rows = [r.asDict() for r in manifest.df().where(f"job = '{cfg.name}'").select(*PROGRESS_COLUMNS).collect()]
     progress = partition_progress(rows, cfg.name)
 
-    found = job_bounds(cfg.kafka_options, list(cfg.topics), cfg.topics_regex, {t for t, _ in progress})
+    found = job_bounds(cfg.kafka_options, list(cfg.topics), cfg.topics_regex, {t for t, _ in progress},
+                       cfg.kafka_retry_deadline_ms / 1000.0)
     bounds = {k: (b.earliest, b.latest) for k, b in found.items()}
 
     # every unreferenced object of the job, however young (a running batch's uploads count too)

@@ -21,14 +21,15 @@ and the cause, so the batch commits nothing.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from lakesink.errors import KafkaReadError
 
 __all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "arrow_schema", "consumer_config", "read_range",
            "read_and_archive"]
 
-#: a read that receives nothing (no record, no EOF) for this long fails the task
+#: a read that makes no progress (no record, no end of range) for this long fails the task; the sink passes
+#: ``kafka.retry.deadline.ms`` (the same default)
 STALL_TIMEOUT_S = 60.0
 #: Arrow rows per batch handed to the archiver (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``)
 ROWS_PER_BATCH = 10_000
@@ -66,8 +67,10 @@ def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str
 
 def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, end: int, *, key: bool = False,
                with_topic: bool = False, headers: bool = False, rows_per_batch: int = ROWS_PER_BATCH,
-               stall_timeout_s: float = STALL_TIMEOUT_S, ts_type: bool = False) -> Iterator[Any]:
-    """Arrow record batches of the records of ``topic``-``partition`` in ``[start, end)``, in offset order."""
+               stall_timeout_s: float = STALL_TIMEOUT_S, ts_type: bool = False,
+               consumer_factory: Callable[[dict], Any] | None = None) -> Iterator[Any]:
+    """Arrow record batches of the records of ``topic``-``partition`` in ``[start, end)``, in offset order.
+    ``consumer_factory`` builds the consumer from its settings (confluent-kafka's ``Consumer`` by default)."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -81,7 +84,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         causes.append(err)
 
     try:
-        consumer = Consumer({**conf, "error_cb": on_error})
+        consumer = (consumer_factory or Consumer)({**conf, "error_cb": on_error})
     except KafkaException as e:
         raise KafkaReadError(f"{tp}: cannot create a Kafka consumer: {e.args[0].str() if e.args else e}") from None
     EOF = KafkaError._PARTITION_EOF
@@ -120,13 +123,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
             fatal = [c for c in causes if c.fatal()]
             if fatal:
                 raise KafkaReadError(f"{tp}: reading [{start}, {end}) failed at offset {position}: {fatal[0].str()}")
-            if not msgs:
-                if time.monotonic() - last_progress > stall_timeout_s:
-                    why = causes[-1].str() if causes else "no record and no end-of-partition from the broker"
-                    raise KafkaReadError(f"{tp}: reading [{start}, {end}) made no progress for {stall_timeout_s:.0f}s "
-                                         f"at offset {position}: {why}")
-                continue
-            last_progress = time.monotonic()
+            read_before = position
             for m in msgs:
                 err = m.error()
                 if err is not None:
@@ -157,6 +154,14 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                     keys.append(m.key())
                 if headers:
                     hdrs.append(m.headers())
+            # only a record or the end of the range is progress: error events (broker down, EOF events below
+            # the position) must not keep a stalled read alive
+            if position > read_before:
+                last_progress = time.monotonic()
+            elif not done and time.monotonic() - last_progress > stall_timeout_s:
+                why = causes[-1].str() if causes else "no record and no end-of-partition from the broker"
+                raise KafkaReadError(f"{tp}: reading [{start}, {end}) made no progress for {stall_timeout_s:g}s "
+                                     f"at offset {position} (kafka.retry.deadline.ms): {why}")
             if len(offsets) >= rows_per_batch or (done and offsets):
                 yield flush()
                 last_progress = time.monotonic()  # the archiver's time is not the broker's
@@ -168,9 +173,9 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
 
 def read_and_archive(id_batches: Iterator[Any], ranges: list[tuple[str, int, int, int]], cfg, ctx, plans: dict,
                      columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
-                     headers: bool, ts_type: bool = False) -> Iterator[Any]:
+                     headers: bool, ts_type: bool = False, stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
     """``mapInArrow`` body over ``spark.range`` ids (column ``id``): read ``ranges[id]`` (topic, partition,
-    start, end exclusive) and archive it in this task."""
+    start, end exclusive) and archive it in this task; a read stalled for ``stall_timeout_s`` fails it."""
     from lakesink.executor.task import archive_partitions
 
     conf = consumer_config(kafka_options, group_id)
@@ -179,5 +184,5 @@ def read_and_archive(id_batches: Iterator[Any], ranges: list[tuple[str, int, int
             topic, part, start, end = ranges[i]
             yield from archive_partitions(
                 read_range(conf, topic, part, start, end, key=key, with_topic=with_topic, headers=headers,
-                           ts_type=ts_type),
+                           ts_type=ts_type, stall_timeout_s=stall_timeout_s),
                 cfg, ctx, plans, columnar)
