@@ -8,7 +8,7 @@ from lakesink import wiring
 from lakesink.executor.readback import ArchivedObject, Cut, read_records
 from lakesink.objects.formats.blockgzip import ChunkIndexEntry, parse_index, plan_chunk_reads
 from lakesink.store import open_store
-from tests.unit.test_readback import BASE_TS, archive, batch, config
+from archive_helpers import BASE_TS, CountingStore, archive, batch, config
 
 
 def idx(*counts: int, size: int = 100) -> list[ChunkIndexEntry]:
@@ -38,22 +38,6 @@ def test_plan_uses_record_positions_so_offset_gaps_do_not_matter():
     index = [ChunkIndexEntry(10, 2, 0, 50, 9), ChunkIndexEntry(500, 2, 50, 60, 9)]
     (r,) = plan_chunk_reads(index, [2])
     assert (r.byte_start, r.byte_end, r.first_position) == (50, 109, 2)
-
-
-class CountingStore:
-    """The real local store, counting the bytes each read returns (what an S3 GET would transfer)."""
-
-    def __init__(self, store):
-        self.store, self.fetched, self.reads = store, 0, []
-
-    def read(self, key, etag=None, version_id=None, byte_range=None):
-        data = self.store.read(key, etag=etag, version_id=version_id, byte_range=byte_range)
-        self.fetched += len(data)
-        self.reads.append((key, byte_range))
-        return data
-
-    def __getattr__(self, name):
-        return getattr(self.store, name)
 
 
 def test_a_cut_inside_a_blockgzip_object_fetches_only_its_chunks(tmp_path):
