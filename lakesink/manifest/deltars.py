@@ -94,6 +94,8 @@ class DeltaRsManifest:
         self.location = location
         self.uri = table_uri(location)
         self.storage_options = {**RETRY_OPTIONS, **s3.object_store_options()} if s3 is not None else {}
+        self._folds: dict[str, _Fold] = {}
+        self._dataset: Any = None
 
     def __repr__(self) -> str:  # storage options hold credentials: never shown
         return f"DeltaRsManifest({self.location!r})"
@@ -159,19 +161,43 @@ class DeltaRsManifest:
 
     # -- reads
     def snapshot(self, job: str) -> ManifestSnapshot:
-        """Next offsets and last batch id of ``job``, from one table version."""
-        t = self.arrow(["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"], job=job)
-        best: dict[tuple[str, int], tuple[int, Any, Any]] = {}
-        last = -1
-        cols = t.to_pydict()
-        for topic, part, end, cluster, tid, batch in zip(cols["topic"], cols["kafka_partition"], cols["range_end"],
-                                                         cols["kafka_cluster_id"], cols["topic_id"], cols["batch_id"]):
-            cur = best.get((topic, part))
-            if cur is None or end > cur[0]:
-                best[(topic, part)] = (end, cluster, tid)
-            last = max(last, batch)
-        parts = {k: PartitionState(k[0], k[1], end + 1, cluster, tid) for k, (end, cluster, tid) in best.items()}
-        return ManifestSnapshot(parts, last)
+        """Next offsets and last batch id of ``job``, from one table version.
+
+        Incremental: only data files not folded into an earlier snapshot of this object are read. The table is
+        append-only and the fold keeps maxima, so files seen before (even if an OPTIMIZE rewrote them since)
+        never change the answer; a long-running ``--continuous`` job thus reads each manifest file once instead
+        of scanning the whole table every batch (the full scan's cost and native memory grew with the table)."""
+        import pyarrow.compute as pc
+        import pyarrow.dataset as pads
+
+        import pyarrow as pa
+
+        state = self._folds.setdefault(job, _Fold())
+        cols = ["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"]
+        try:
+            table = self._table()
+            if self._dataset is None:
+                # one dataset for its filesystem, format and schema: building a dataset per batch costs native
+                # memory that is never returned (every fragment carries its file's statistics as an expression)
+                self._dataset = table.to_pyarrow_dataset()
+            adds = pa.table(table.get_add_actions(flatten=True))
+            paths, topics = adds.column("path").to_pylist(), adds.column("partition.topic").to_pylist()
+            fresh = [(p, t) for p, t in zip(paths, topics) if p not in state.files]
+            if fresh:
+                ds = self._dataset
+                frags = [ds.format.make_fragment(p, ds.filesystem, partition_expression=pc.field("topic") == t)
+                         for p, t in fresh]
+                sub = pads.FileSystemDataset(frags, ds.schema, ds.format, ds.filesystem)
+                # no scan threads: see arrow()
+                t = sub.to_table(columns=cols, filter=pc.field("job") == job, use_threads=False)
+                state.fold(t.to_pydict())
+                state.files.update(p for p, _ in fresh)
+        except ManifestError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+        parts = {k: PartitionState(k[0], k[1], end + 1, cluster, tid) for k, (end, cluster, tid) in state.best.items()}
+        return ManifestSnapshot(parts, state.last)
 
     def committed_keys(self, job: str | None = None) -> set[str]:
         """Every object key (value and side files) the manifest references."""
@@ -262,6 +288,24 @@ class DeltaRsManifest:
 
     def warm_commit(self) -> None:
         """Nothing to pre-resolve: a delta-rs commit reads the transaction ids from the log it loads."""
+
+
+class _Fold:
+    """A job's snapshot folded over the data files read so far (see :meth:`DeltaRsManifest.snapshot`)."""
+
+    def __init__(self) -> None:
+        self.files: set[str] = set()
+        self.best: dict[tuple[str, int], tuple[int, Any, Any]] = {}
+        self.last = -1
+
+    def fold(self, cols: dict[str, list]) -> None:
+        best = self.best
+        for topic, part, end, cluster, tid, batch in zip(cols["topic"], cols["kafka_partition"], cols["range_end"],
+                                                         cols["kafka_cluster_id"], cols["topic_id"], cols["batch_id"]):
+            cur = best.get((topic, part))
+            if cur is None or end > cur[0]:
+                best[(topic, part)] = (end, cluster, tid)
+            self.last = max(self.last, batch)
 
 
 def _arrow_row(r: ManifestRow) -> dict[str, Any]:
