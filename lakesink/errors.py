@@ -177,6 +177,13 @@ class PatternError(LakesinkError):
     """A Joda pattern, zone id or locale that lakesink cannot honour exactly."""
 
 
+class DeadLetterError(LakesinkError):
+    """A record for the dead-letter topic (``errors.deadletterqueue.topic.name``) was not delivered within the
+    deadline; the batch commits nothing (its dead letters are sent again by the next run)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
 class KafkaMetadataError(LakesinkError):
     """The broker is unreachable, or a topic/partition is missing or changed."""
 

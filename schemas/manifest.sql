@@ -4,7 +4,7 @@ CREATE TABLE IF NOT EXISTS lakesink.manifest (
   job STRING NOT NULL COMMENT 'job name (config `name`)',
   topic STRING NOT NULL COMMENT 'Kafka topic',
   kafka_partition INT NOT NULL COMMENT 'Kafka partition',
-  kind STRING NOT NULL COMMENT 'object | advance (range with no object) | skipped (lost to retention, allowed explicitly)',
+  kind STRING NOT NULL COMMENT 'object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain)',
   range_start BIGINT NOT NULL COMMENT 'first Kafka offset of the commit group (chains: previous range_end + 1)',
   range_end BIGINT NOT NULL COMMENT 'last Kafka offset of the commit group',
   first_offset BIGINT COMMENT 'offset of this objects first record',
@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS lakesink.manifest (
   schema_fingerprint STRING COMMENT 'fingerprint of the value schemas canonical form',
   kafka_cluster_id STRING COMMENT 'Kafka cluster id at commit (resume refuses another cluster)',
   topic_id STRING COMMENT 'Kafka topic id at commit (resume refuses a recreated topic)',
-  note STRING COMMENT 'why a skipped/advance row exists',
+  note STRING COMMENT 'why a skipped/advance row exists; a deadletter rows count, topic, offsets and first error',
   batch_id BIGINT NOT NULL COMMENT 'the jobs batch number (= Delta txnVersion)',
   run_id STRING NOT NULL COMMENT 'one id per process run',
   committed_at TIMESTAMP NOT NULL COMMENT 'driver time of the commit'

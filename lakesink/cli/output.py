@@ -435,7 +435,8 @@ def batch_dict(res: Any) -> dict:
             "seconds": dict(res.seconds),
             # the metrics table's numbers (lakesink.manifest.metrics)
             "partitions": len(getattr(res, "partitions", ()) or ()), "records_read": getattr(res, "records_read", 0),
-            "metrics_warning": getattr(res, "metrics_warning", None)}
+            "metrics_warning": getattr(res, "metrics_warning", None),
+            "dead_lettered": getattr(res, "dead_lettered", 0)}  # errors.tolerance=all
 
 
 def _object_dict(o: Any, uri: Callable[[str], str]) -> dict:

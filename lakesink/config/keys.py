@@ -32,7 +32,10 @@ CONNECT_PREFIXES = (
     ("key.converter", "Connect converter; lakesink decodes keys with key.decoder"),
     ("value.converter", "Connect converter; lakesink decodes values with value.decoder"),
     ("header.converter", "Connect converter; headers are kept as bytes"),
-    ("errors.", "Connect error handling / DLQ is not supported; bad records fail the batch"),
+    ("errors.deadletterqueue.topic.replication.factor", "lakesink does not create the dead-letter topic; it must "
+                                                        "exist (preflight checks it)"),
+    ("errors.", "Connect error-handling key lakesink does not use (it implements errors.tolerance, "
+                "errors.deadletterqueue.topic.name and errors.deadletterqueue.context.headers.enable)"),
     ("transforms", "Connect SMTs are not applied; lakesink's transforms.sql (a DuckDB query or filter over "
                    "key, value, headers, timestamp) or transforms.python (a function of one record) do their work"),
     ("predicates", "Connect SMT predicates are not supported"),
@@ -240,6 +243,11 @@ KEYS: tuple[Key, ...] = (
     Key("transforms.sql", "transforms_sql", as_str, None),
     Key("transforms.python", "transforms_python", as_str, None),
     Key("metrics.location", "metrics_location", as_str, None),
+    # dead letters (Connect's names; lakesink.executor.deadletter): records whose key or value cannot be decoded
+    Key("errors.tolerance", "errors_tolerance", _enum("none", "all", ci=True), "none"),
+    Key("errors.deadletterqueue.topic.name", "dlq_topic", as_str, None),
+    # Connect's default is false; lakesink's is true: the dead letters carry topic/partition/offset/error
+    Key("errors.deadletterqueue.context.headers.enable", "dlq_context_headers", as_bool, True),
 )
 BY_NAME = {k.name: k for k in KEYS}
 KNOWN_KEYS = frozenset(BY_NAME) | {"kafka.bootstrap.servers"}

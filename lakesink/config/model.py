@@ -114,6 +114,9 @@ class SinkConfig:
     transforms_sql: str | None = None      # lakesink.transforms: a DuckDB query / filter over each record batch
     transforms_python: str | None = None   # lakesink.transforms: package.module:function of one record
     metrics_location: str | None = None    # lakesink.manifest.metrics: default <manifest.location>_metrics
+    errors_tolerance: str = "none"         # none: a record that does not decode fails the batch | all: dead letter
+    dlq_topic: str | None = None           # errors.deadletterqueue.topic.name (required by errors.tolerance=all)
+    dlq_context_headers: bool = True       # errors.deadletterqueue.context.headers.enable (__connect.errors.*)
     s3_credentials_source: str = "default"  # lakesink.credentials: default | static | session | uc-service-credential
     s3_credentials_uc_name: str | None = None  # the Unity Catalog service credential (uc-service-credential)
     aws_session_token: Secret | None = None

@@ -465,6 +465,34 @@ def check_transforms(vals: dict[str, Any], problem: Problems) -> None:
             problem("transforms.python", vals["transforms_python"], msg)
 
 
+def check_dead_letters(vals: dict[str, Any], topics: tuple[str, ...], regex: str | None, problem: Problems) -> None:
+    """``errors.tolerance=all`` needs a dead-letter topic (Connect would log and drop the record: lakesink never
+    loses one silently), which must be a legal topic name the job does not archive itself (a loop)."""
+    tolerance = str(vals.get("errors_tolerance") or "none").lower()
+    topic = vals.get("dlq_topic") or None
+    if tolerance == "all" and not topic:
+        problem("errors.tolerance", "all", "requires errors.deadletterqueue.topic.name: a record that cannot be "
+                                           "decoded goes to that topic (lakesink never drops one silently)")
+    if not topic:
+        return
+    if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic) or topic in (".", ".."):
+        problem("errors.deadletterqueue.topic.name", topic,
+                "is not a legal Kafka topic name ([a-zA-Z0-9._-], 1..249 chars)")
+    elif topic in topics or (regex and _fullmatch(regex, topic)):
+        problem("errors.deadletterqueue.topic.name", topic, "is a topic this job archives: dead letters would be "
+                                                            "archived and fail again; use another topic")
+    if tolerance != "all":
+        problem.warn("errors.deadletterqueue.topic.name is unused: errors.tolerance is none (a record that cannot be "
+                     "decoded fails the batch)")
+
+
+def _fullmatch(regex: str, topic: str) -> bool:
+    try:
+        return re.fullmatch(regex, topic) is not None
+    except re.error:
+        return False
+
+
 # ----------------------------------------------------------------------------- build / load
 
 def build_config(flat: dict[str, Any], source: str | None, job_name: str | None) -> SinkConfig:
@@ -488,6 +516,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
                                   fmt, kfmt, problem)
 
     check_transforms(vals, problem)
+    check_dead_letters(vals, topics, regex, problem)
     if problem.problems:
         raise ConfigError(problem.problems, source)
 
@@ -526,6 +555,8 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         offsets_on_data_loss=vals["offsets_on_data_loss"].lower(),
         transforms_sql=vals["transforms_sql"] or None, transforms_python=vals["transforms_python"] or None,
         metrics_location=vals["metrics_location"] or None,
+        errors_tolerance=vals["errors_tolerance"].lower(), dlq_topic=vals["dlq_topic"] or None,
+        dlq_context_headers=vals["dlq_context_headers"],
         ignored_keys=tuple(keys.ignored), warnings=tuple(problem.warnings), source=source,
         raw={k: shown(k, v) for k, v in flat.items()},
         **partitioning,

@@ -31,10 +31,14 @@ def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
     # log_level 0: librdkafka's own connect-failure lines would go to stderr; the error below says it once
     admin = AdminClient({**conf, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 0})
     try:
-        admin.list_topics(timeout=timeout_s)
+        md = admin.list_topics(timeout=timeout_s)
     except Exception as e:  # noqa: BLE001 - KafkaException(_TRANSPORT / _TIMED_OUT) and kin
         raise KafkaMetadataError(f"Kafka at {servers}: not reachable (preflight metadata request, "
                                  f"{timeout_s:g} s timeout): {e}") from None
+    dlq = cfg.dlq_topic if getattr(cfg, "errors_tolerance", "none") == "all" else None
+    if dlq and (dlq not in md.topics or md.topics[dlq].error is not None):
+        raise KafkaMetadataError(f"errors.deadletterqueue.topic.name={dlq!r}: no such topic on Kafka at {servers} "
+                                 f"(lakesink does not create the dead-letter topic: create it first)")
 
 
 def _s3_client(cfg: "SinkConfig", timeout_s: float):

@@ -38,7 +38,7 @@ from lakesink.driver.kafka_admin import isolation_level
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
 from lakesink.hooks import NO_HOOKS, Hooks
-from lakesink.manifest import OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
+from lakesink.manifest import DEADLETTER, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
 
 log = logging.getLogger("lakesink.driver.sink")
 
@@ -79,11 +79,13 @@ class BatchResult:
     s3_retries: int = 0  # S3 requests retried by the executors (throttling, dropped connections)
     records_read: int = 0  # Kafka records read (records counts those archived: transforms may drop or add)
     metrics_warning: str | None = None  # the metrics table could not be written (lakesink.manifest.metrics)
+    dead_lettered: int = 0  # records sent to the dead-letter topic (errors.tolerance=all)
 
     def summary(self) -> str:
         retries = f", {self.s3_retries} S3 retries" if self.s3_retries else ""
+        dead = f", {self.dead_lettered} dead letters" if self.dead_lettered else ""
         return (f"batch {self.batch_id}: {self.objects} objects, {self.records} records, {self.bytes} bytes, "
-                f"{self.committed_rows} manifest rows{retries} "
+                f"{self.committed_rows} manifest rows{retries}{dead} "
                 f"({', '.join(f'{k} {v:.2f}s' for k, v in self.seconds.items())})")
 
 
@@ -223,12 +225,14 @@ class SinkJob:
         Only the columns this config uses: converting a column to Arrow for the Python workers is
         the read's largest cost after Kafka itself (headers, an array of structs, cost more than
         the values). Keys are read when stored or when their decoder can reject one (Confluent's
-        key converter fails the task on a bad key even when keys are not stored)."""
+        key converter fails the task on a bad key even when keys are not stored). With ``errors.tolerance=all``
+        both are read: a dead letter is the original record, key and headers included."""
         cfg = self.cfg
         transform = wiring.transforms(cfg)  # the columns a transform reads (lakesink.transforms)
         tkey, theaders = transform.reads() if transform is not None else (False, False)
-        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes" or tkey, len({p.topic for p in plans}) > 1,
-                cfg.store_kafka_headers or theaders)
+        dlq = cfg.errors_tolerance == "all"
+        return (cfg.store_kafka_keys or cfg.key_decoder != "bytes" or tkey or dlq, len({p.topic for p in plans}) > 1,
+                cfg.store_kafka_headers or theaders or dlq)
 
     def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
         """Read and archive ``plans`` on the executors; the collected result rows."""
@@ -300,6 +304,7 @@ class SinkJob:
             status = {(d.topic, d.partition) for d in decoded if isinstance(d, PartitionStatus)}
             result.s3_retries = sum(d.s3_retries for d in decoded if isinstance(d, PartitionStatus))
             result.records_read = sum(d.read for d in decoded if isinstance(d, PartitionStatus))
+            result.dead_lettered = sum(d.dead_lettered for d in decoded if isinstance(d, PartitionStatus))
             produced = [d for d in decoded if isinstance(d, ArchivedRow)]
             for p in plans:
                 if (p.topic, p.partition) not in status:
@@ -413,7 +418,7 @@ class SinkJob:
         """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""
         by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for r in rows:
-            if r.kind == SKIPPED:
+            if r.kind in (SKIPPED, DEADLETTER):  # before the batch's start / a note inside its ranges
                 continue
             by_part.setdefault((r.topic, r.kafka_partition), []).append((r.range_start, r.range_end))
         planned = {(p.topic, p.partition): p for p in plans}

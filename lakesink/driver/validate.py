@@ -85,6 +85,8 @@ def range_frame(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     > 0 gap, < 0 overlap, None for the partition's first range) and ``span`` (``range_end - range_start``)."""
     by: dict[tuple[str, int], set[tuple[int, int]]] = defaultdict(set)
     for r in rows:
+        if r.get("kind") == "deadletter":  # a note on offsets inside the chain, not a link of it
+            continue
         by[(r["topic"], int(r["kafka_partition"]))].add((int(r["range_start"]), int(r["range_end"])))
     out = []
     for (topic, part), ranges in sorted(by.items()):

@@ -71,6 +71,9 @@ class BatchContext:
     flush_tail: bool = False
     hooks: Hooks = NO_HOOKS  # picklable: see lakesink.hooks
     progress_to: tuple[str, int, str] | None = None  # (host, port, token): live counts (lakesink.executor.progress)
+    #: builds the dead-letter producer from its librdkafka settings (None: confluent-kafka's Producer; tests
+    #: pass a recording one)
+    dead_letter_producer: Any = None
 
 
 class PartitionArchiver:

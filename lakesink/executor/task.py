@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from lakesink import wiring
 from lakesink.errors import BatchValidationError
 from lakesink.executor.archiver import ArchivedRow
+from lakesink.executor.deadletter import DeadLetters
 from lakesink.manifest.rows import ManifestRow
 from lakesink.store import PendingWrite
 
@@ -38,6 +39,7 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     batches = live_counts(batches, getattr(ctx, "progress_to", None))  # records read so far, to the driver
     archiver = None
     only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
+    letters = DeadLetters.for_config(cfg, ctx, getattr(ctx, "dead_letter_producer", None))  # None: tolerance none
     value_decoder = wiring.value_decoder_instance(cfg)
     bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
     key_decoder = wiring.key_decoder_instance(cfg)
@@ -101,8 +103,25 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             hcol = col.get("headers")
             headers = [()] * n if hcol is None or hcol.null_count == n else [
                 tuple((h["key"], h["value"]) for h in hdrs) if hdrs else () for hdrs in hcol.to_pylist()]
-            values = value_decoder.decode_many(raw_values, topic, part, offsets)
-            keys = key_decoder.decode_many(raw_keys, topic, part, offsets)
+            errors = "raise" if letters is None else "return"
+            values = value_decoder.decode_many(raw_values, topic, part, offsets, errors=errors)
+            keys = key_decoder.decode_many(raw_keys, topic, part, offsets, errors=errors)
+            batch_last, batch_read = offsets[-1], n  # what was read, whatever goes to the dead letters
+            if letters is not None:
+                if mixed is not None:
+                    raise BatchValidationError(f"a Spark partition mixed {topic}-{part} with "
+                                               f"{topics[mixed] if topics else topic}-{parts[mixed]}")
+                keep = letters.take_failed(topic, part, offsets, tss, raw_keys, raw_values, headers, keys, values)
+                if keep is not None:  # records that do not decode became dead letters; the others go on
+                    archiver.read_through(batch_last)  # their offsets stay in the committed ranges
+                    offsets, tss, raw_keys, raw_values, headers, keys, values = (
+                        [c[i] for i in keep] for c in (offsets, tss, raw_keys, raw_values, headers, keys, values))
+                    tts = None if tts is None else [tts[i] for i in keep]
+                    if not keep:
+                        if transform is None:
+                            last, read = batch_last, read + batch_read
+                        del values, keys, raw_values, raw_keys, headers
+                        continue
             if tts is not None:
                 recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk, {}, v[1] if bare_avro else None, tt)
                         for off, ts, k, v, h, rv, rk, tt in zip(offsets, tss, keys, values, headers, raw_values,
@@ -120,12 +139,15 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             if transform is not None:
                 recs = transform.map_records(recs)
             else:
-                last = offsets[-1]
-                read += n
+                last = batch_last
+                read += batch_read
             archiver.process_many(recs)
             del recs, values, keys, raw_values, raw_keys, headers
             gc.collect(1)
         rows = archiver.finish() if archiver else []
+        if letters is not None and archiver is not None:
+            # only what a committed range covers: a dead letter in the open tail is read again by the next batch
+            rows = rows + letters.deliver(archiver.topic, archiver.partition, rows)
     except BaseException:
         if archiver is not None:
             archiver.abort()
@@ -136,7 +158,8 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     out = [encode_result(r) for r in rows]
     if archiver is not None:
         out.append(encode_result(PartitionStatus(archiver.topic, archiver.partition, read, first, last,
-                                                 getattr(store, "retries", 0))))
+                                                 getattr(store, "retries", 0),
+                                                 letters.delivered if letters is not None else 0)))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
 
@@ -151,6 +174,7 @@ class PartitionStatus:
     first_offset: int | None
     last_offset: int | None
     s3_retries: int = 0  # retried S3 requests of this task (throttling, dropped connections)
+    dead_lettered: int = 0  # records this task sent to the dead-letter topic (errors.tolerance=all)
 
 
 def encode_result(result: ArchivedRow | PartitionStatus) -> str:

@@ -22,7 +22,7 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("job", "STRING", False, "job name (config `name`)"),
     ("topic", "STRING", False, "Kafka topic"),
     ("kafka_partition", "INT", False, "Kafka partition"),
-    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly)"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain)"),
     ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
     ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
     ("first_offset", "BIGINT", True, "offset of this object's first record"),
@@ -48,7 +48,7 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("schema_fingerprint", "STRING", True, "fingerprint of the value schema's canonical form"),
     ("kafka_cluster_id", "STRING", True, "Kafka cluster id at commit (resume refuses another cluster)"),
     ("topic_id", "STRING", True, "Kafka topic id at commit (resume refuses a recreated topic)"),
-    ("note", "STRING", True, "why a skipped/advance row exists"),
+    ("note", "STRING", True, "why a skipped/advance row exists; a deadletter row's count, topic, offsets and first error"),
     ("batch_id", "BIGINT", False, "the job's batch number (= Delta txnVersion)"),
     ("run_id", "STRING", False, "one id per process run"),
     ("committed_at", "TIMESTAMP", False, "driver time of the commit"),
@@ -56,7 +56,10 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
 
 COLUMN_NAMES = [c[0] for c in COLUMNS]
 
-OBJECT, ADVANCE, SKIPPED = "object", "advance", "skipped"
+OBJECT, ADVANCE, SKIPPED, DEADLETTER = "object", "advance", "skipped", "deadletter"
+#: Kinds whose [range_start, range_end] are links of a partition's offset chain (a deadletter row only notes
+#: offsets that lie inside the chain's object or advance ranges of the same batch).
+CHAIN_KINDS = (OBJECT, ADVANCE, SKIPPED)
 _TIMESTAMPS = ("min_timestamp", "max_timestamp", "committed_at")
 
 
@@ -183,6 +186,21 @@ def skipped_row(topic: str, partition: int, range_start: int, range_end: int, no
     """A range deleted by Kafka before it was archived, skipped because the config allows it."""
     return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=SKIPPED, range_start=range_start,
                        range_end=range_end, note=note, kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+def deadletter_row(topic: str, partition: int, offsets: list[int], dlq_topic: str, first_error: str, *,
+                   kafka_cluster_id: str | None = None, topic_id: str | None = None) -> ManifestRow:
+    """Records of one partition a batch sent to the dead-letter topic (``errors.tolerance=all``): their first and
+    last offset, and in ``note`` their count, the topic, the offsets (the first 50) and the first error. Not a
+    link of the offset chain: the offsets lie inside the batch's object/advance ranges (see :data:`CHAIN_KINDS`)."""
+    offsets = sorted(offsets)
+    shown = ", ".join(map(str, offsets[:50])) + (f", … ({len(offsets) - 50} more)" if len(offsets) > 50 else "")
+    n = len(offsets)
+    note = (f"{n} record{'s' if n != 1 else ''} sent to dead-letter topic {dlq_topic!r} (offsets {shown}): "
+            f"{first_error[:500]}")
+    return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=DEADLETTER, range_start=offsets[0],
+                       range_end=offsets[-1], first_offset=offsets[0], last_offset=offsets[-1], note=note,
+                       kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
 
 
 _EPOCH = dt.datetime(1970, 1, 1)

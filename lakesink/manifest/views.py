@@ -10,8 +10,10 @@ copied into a Databricks SQL editor over the same Delta table.
 * ``schema_history``: per job/topic and value schema, the offsets, times and objects it covers.
 * ``gaps``: every committed offset range that holds no archived record, with the reason: the ``advance`` and
   ``skipped`` rows (their ``note``), and the parts of an object row's commit range outside every object's
-  ``[first_offset, last_offset]`` (transaction markers, compaction, records a transform dropped). Together
-  with ``objects`` it is the offset proof: every offset below ``next_offset`` is in exactly one of them.
+  ``[first_offset, last_offset]`` (transaction markers, compaction, records a transform dropped, dead letters).
+  Together with ``objects`` it is the offset proof: every offset below ``next_offset`` is in exactly one of them.
+  ``deadletter`` rows (records sent to ``errors.deadletterqueue.topic.name``) are notes on offsets inside those
+  ranges, not ranges of their own: query them as ``manifest WHERE kind = 'deadletter'``.
 * ``lag``: committed offsets against the broker's end offsets, in records and (bounded above) in time.
 * ``metrics``: one row per committed sink batch (records read and archived, bytes, objects, partitions, phase
   seconds): the metrics table next to the manifest (:mod:`lakesink.manifest.metrics`), registered as is.
@@ -25,7 +27,7 @@ METRICS = "metrics"
 
 #: Why an uncovered part of an object's commit range holds no record.
 UNARCHIVED_REASON = "no archived record in this part of a committed range (transaction markers, compaction, " \
-                    "or records a transform dropped)"
+                    "records a transform dropped, or dead letters)"
 
 COMMITTED_OFFSETS = f"""
 SELECT job, topic, kafka_partition,
@@ -83,7 +85,7 @@ tail_holes AS (
 )
 SELECT job, topic, kafka_partition, range_start AS start_offset, range_end AS end_offset,
        range_end - range_start + 1 AS offsets, kind, coalesce(note, kind) AS reason, batch_id, committed_at
-FROM {MANIFEST} WHERE kind <> 'object'
+FROM {MANIFEST} WHERE kind NOT IN ('object', 'deadletter')
 UNION ALL
 SELECT job, topic, kafka_partition, start_offset, end_offset, end_offset - start_offset + 1 AS offsets,
        'unarchived' AS kind, '{UNARCHIVED_REASON}' AS reason, batch_id, committed_at

@@ -304,6 +304,10 @@ covered_by("F44", "tests/integration/test_kafka_faults.py::"
 covered_by("F45", "tests/integration/test_sink_crash.py::test_sigkill_then_rerun_is_exactly_once")
 covered_by("F46", "tests/integration/test_sink_cli.py::test_continuous_mode_finishes_the_batch_and_exits_0_on_sigterm")
 covered_by("F47", "tests/integration/test_secrets.py::test_planted_secret_is_in_no_argv_event_log_or_output")
+covered_by("F49", "tests/integration/test_sink_deadletter.py::"
+                  "test_bad_records_go_to_the_dead_letter_topic_once_and_the_rest_is_archived")
+covered_by("F50", "tests/integration/test_sink_deadletter.py::"
+                  "test_a_missing_dead_letter_topic_fails_at_preflight_in_one_line")
 
 
 # ------------------------------------------------------------------------------------- not failures

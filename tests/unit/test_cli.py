@@ -230,7 +230,7 @@ def test_sink_batch_json():
     assert json.loads(out) == {"batch_id": 3, "run_id": "20260101T000000Z-abcdef12", "objects": 3, "records": 25,
                                "bytes": 1234, "committed_rows": 4, "s3_retries": 0,
                                "seconds": {"plan": 0.5, "write": 1.25, "commit": 0.75},
-                               "partitions": 0, "records_read": 0, "metrics_warning": None}
+                               "partitions": 0, "records_read": 0, "metrics_warning": None, "dead_lettered": 0}
     assert _render(JsonOutput, "render", SinkResult([b])) == ""
 
 

@@ -66,7 +66,7 @@ def test_load_connect_json_example_takes_name() -> None:
     assert c.name == "clicks-archive" and c.topics == () and c.topics_regex == "clicks-.*"
     assert c.format_name == "json" and c.s3_compression_type == "gzip" and c.value_decoder == "json"
     assert c.partition_field_name == ("region", "type") and c.behavior_on_null_values == "ignore"
-    assert "errors.tolerance" in dict(c.ignored_keys)
+    assert c.errors_tolerance == "none" and "errors.tolerance" not in dict(c.ignored_keys)  # taken, not ignored
 
 
 def test_load_yaml_example_nested_keys() -> None:
@@ -261,7 +261,7 @@ def test_warnings_like_confluent() -> None:
 def test_connect_keys_ignored_with_reason() -> None:
     c = SinkConfig.from_dict({**BASE, "connector.class": "x", "tasks.max": "2", "key.converter": "k",
                               "value.converter.schemas.enable": "false", "header.converter": "h",
-                              "errors.deadletterqueue.topic.name": "dlq", "transforms": "a", "transforms.a.type": "x",
+                              "errors.log.enable": "true", "transforms": "a", "transforms.a.type": "x",
                               "consumer.override.max.poll.records": "5", "producer.override.acks": "all"})
     keys = dict(c.ignored_keys)
     assert len(keys) == 10 and all(keys.values())
