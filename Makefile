@@ -7,6 +7,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 PYTEST_ARGS ?=
+# make test's pytest-xdist workers: each starts its own broker, S3 endpoint and Spark session; test files are
+# dealt out whole (--dist loadfile). PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: help bootstrap jars test unit integration demo dev-up dev-down dev-status
 
@@ -28,7 +31,7 @@ jars:
 
 # One pytest run, unit tests first. pytest exits 5 when it collects nothing, which fails make.
 test: bootstrap
-	$(PYTEST) -q --durations=15 $(PYTEST_ARGS) tests/unit tests/integration
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/unit tests/integration
 
 unit: bootstrap
 	$(PYTEST) -q $(PYTEST_ARGS) tests/unit
