@@ -7,3 +7,9 @@ import sys
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+# A pytest-xdist worker runs as `python -c …`: its __main__ has neither __spec__ nor __file__, which
+# pyspark.sql.connect (imported by great_expectations) takes for a doctest run and answers with sys.exit(0).
+_main = sys.modules.get("__main__")
+if _main is not None and getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+    _main.__file__ = "<pytest-xdist worker>"
