@@ -29,7 +29,7 @@ bootstrap:
 jars:
 	@FORCE_JARS=1 scripts/bootstrap
 
-# One pytest run, unit tests first. pytest exits 5 when it collects nothing, which fails make.
+# One pytest run (unit and integration tests). pytest exits 5 when it collects nothing, which fails make.
 test: bootstrap
 	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/unit tests/integration
 
