@@ -901,9 +901,13 @@ def main(argv=None) -> int:
         ph = " ".join(f"{k} {v:.1f}" for k, v in r["sink_phases_s"].items())
         f_ = r["foreign_cpu_pct"]
         fc = f"{f_['bare']:3.0f}/{f_['plain']:3.0f}/{f_['sink']:3.0f}"
-        print(f"{r['format']:10} {r['destination']:14} {r['reader']:6} {r['sink_rec_s']:14,} {r['sink_mb_s']:6.1f} "
+        ceil_x = f"{r['ratio_vs_ceiling']:7.2f}x" if r.get("ratio_vs_ceiling") is not None else f"{'-':>8}"
+        cpu = f"{r['cpu_s_per_m']:7.1f}" if r.get("cpu_s_per_m") is not None else f"{'-':>7}"
+        # the --wire-avro row measures neither the ceiling, CPU nor worker RSS
+        print(f"{r['format']:10} {r['destination']:14} {r.get('reader', 'direct'):6} {r['sink_rec_s']:14,} "
+              f"{r['sink_mb_s']:6.1f} "
               f"{r['plain_rec_s']:12,} {r['value_mb'] / r['plain_s']:6.1f} {r['ratio_vs_plain']:7.2f}x "
-              f"{r['ratio_vs_bare']:7.2f}x {r['ratio_vs_ceiling']:7.2f}x {r['cpu_s_per_m']:7.1f} {r['worker_rss_mb']:7}  "
+              f"{r['ratio_vs_bare']:7.2f}x {ceil_x} {cpu} {r.get('worker_rss_mb', '-'):>7}  "
               f"{r['floor_vs_plain']:13.2f}x {r['floor_vs_bare']:12.2f}x  "
               f"{r['sink_objects']:4}  {fc}  {ph}")
     print("targets (#9): >= 1.0x bare read and >= 1.5x plain Spark for bytearray and avro; >= 1.0x plain Spark for "
