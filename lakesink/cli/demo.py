@@ -106,7 +106,7 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
 
             spark.read.format("delta").load(cfg.manifest_location).createOrReplaceTempView("manifest")
             query = """SELECT topic, kafka_partition, count_if(kind = 'object') AS objects,
-                              sum(record_count) AS records, min(range_start) AS first_offset,
+                              sum(CASE WHEN kind = 'object' THEN record_count END) AS records, min(range_start) AS first_offset,
                               max(range_end) AS last_offset, max(range_end) + 1 AS next_offset
                        FROM manifest GROUP BY topic, kafka_partition ORDER BY kafka_partition"""
             say("== manifest query:\n   " + " ".join(query.split()))

@@ -38,7 +38,7 @@ from lakesink.driver.kafka_admin import isolation_level
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
 from lakesink.hooks import NO_HOOKS, Hooks
-from lakesink.manifest import DEADLETTER, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
+from lakesink.manifest import CHAIN_KINDS, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
 
 log = logging.getLogger("lakesink.driver.sink")
 
@@ -325,7 +325,7 @@ class SinkJob:
         result.seconds["commit"] = time.monotonic() - t2
         result.rows = rows
         result.objects = sum(1 for r in rows if r.kind == OBJECT)
-        result.records = sum(r.record_count for r in rows)
+        result.records = sum(r.record_count for r in rows if r.kind == OBJECT)
         result.bytes = sum(r.size_bytes or 0 for r in rows)
         result.s3_retries += getattr(self.store, "retries", 0) - driver_retries
         if rows:  # observability after the commit: a failure is a warning, never a failed batch
@@ -418,7 +418,7 @@ class SinkJob:
         """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""
         by_part: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for r in rows:
-            if r.kind in (SKIPPED, DEADLETTER):  # before the batch's start / a note inside its ranges
+            if r.kind not in CHAIN_KINDS or r.kind == SKIPPED:  # a note inside its ranges / before the batch's start
                 continue
             by_part.setdefault((r.topic, r.kafka_partition), []).append((r.range_start, r.range_end))
         planned = {(p.topic, p.partition): p for p in plans}

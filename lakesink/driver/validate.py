@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from lakesink import wiring
 from lakesink.errors import ArchiveReadError, InvalidArgumentError, LakesinkError, StoreError
+from lakesink.manifest.rows import CHAIN_KINDS
 
 __all__ = ["CheckOutcome", "ValidationReport", "validate", "range_frame", "object_frame", "schema_frame",
            "sample_objects", "load_suite", "PROJECTING_MODES", "DEFAULT_SAMPLE"]
@@ -85,7 +86,7 @@ def range_frame(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     > 0 gap, < 0 overlap, None for the partition's first range) and ``span`` (``range_end - range_start``)."""
     by: dict[tuple[str, int], set[tuple[int, int]]] = defaultdict(set)
     for r in rows:
-        if r.get("kind") == "deadletter":  # a note on offsets inside the chain, not a link of it
+        if r.get("kind") not in CHAIN_KINDS:  # deadletter/filtered: a note on offsets inside the chain, not a link
             continue
         by[(r["topic"], int(r["kafka_partition"]))].add((int(r["range_start"]), int(r["range_end"])))
     out = []

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from lakesink import wiring
 from lakesink.hooks import NO_HOOKS, Hooks
-from lakesink.manifest.rows import ManifestRow, SideFile, advance_row, object_row
+from lakesink.manifest.rows import ManifestRow, SideFile, advance_row, filtered_row, object_row
 from lakesink.objects.formats.base import RecordView
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
@@ -113,6 +113,10 @@ class PartitionArchiver:
         # here were dropped unless processed (told to the rotator before the next records)
         self._grouped = wiring.transforms(cfg) is not None
         self._read_through: int | None = None
+        # offsets a transform dropped (ascending), [_dropped_pos:] not yet accounted by a commit: those inside a
+        # commit group's object spans become its filtered row (the gaps view's holes cannot show them)
+        self._dropped: list[int] = []
+        self._dropped_pos = 0
 
     # -- input
     def process(self, record: SinkRecord) -> None:
@@ -177,6 +181,14 @@ class PartitionArchiver:
         before a later record, or at :meth:`finish`)."""
         self._read_through = offset if self._read_through is None else max(offset, self._read_through)
 
+    def note_dropped(self, offsets: list[int]) -> None:
+        """Offsets (ascending) whose Kafka records a transform dropped (the SQL and then the Python transform of
+        one batch each note theirs, so a call may go below an earlier one's)."""
+        if offsets and len(self._dropped) > self._dropped_pos and offsets[0] < self._dropped[-1]:
+            self._dropped[self._dropped_pos:] = sorted(self._dropped[self._dropped_pos:] + list(offsets))
+        else:
+            self._dropped.extend(offsets)
+
     def _apply_read_through(self, before: int | None = None) -> None:
         if self._read_through is not None and (before is None or self._read_through < before):
             self.rotator.skip_through(self._read_through)
@@ -209,9 +221,11 @@ class PartitionArchiver:
         elif isinstance(ev, Commit):
             self._check_accounting(ev.range_start, ev.range_end, sum(fs.record_count for fs in ev.files))
             self._commit(ev)
+            self._note_filtered(ev.range_end, [(fs.start_offset, fs.last_offset) for fs in ev.files])
         elif isinstance(ev, Advance):
             self._check_accounting(ev.range_start, ev.range_end, 0)
             self.rows.append(self._advance_row(ev.range_start, ev.range_end))
+            self._note_filtered(ev.range_end, [])
 
     def _open_file(self, encoded: str, start_offset: int) -> _OpenFile:
         vfmt = self.formats[RecordView.VALUE]
@@ -271,6 +285,32 @@ class PartitionArchiver:
             raise ArchiveConsistencyError(
                 f"{self.topic}-{self.partition} [{range_start}, {range_end}]: read {read} records "
                 f"({ignored} ignored) but the commit group holds {archived}")
+
+    def _note_filtered(self, range_end: int, spans: list[tuple[int, int]]) -> None:
+        """The filtered row of a commit group ending at ``range_end``: its dropped offsets inside ``spans``
+        (the group's files' ``[first, last]``; dropped offsets outside them are holes of the gaps view)."""
+        pos = bisect_right(self._dropped, range_end, self._dropped_pos)
+        inside: list[int] = []
+        if spans and pos > self._dropped_pos:
+            merged: list[list[int]] = []
+            for a, b in sorted(spans):  # files of several encoded partitions interleave: their union
+                if merged and a <= merged[-1][1] + 1:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            starts = [m[0] for m in merged]
+            for o in self._dropped[self._dropped_pos:pos]:
+                i = bisect_right(starts, o) - 1
+                if i >= 0 and o <= merged[i][1]:
+                    inside.append(o)
+        self._dropped_pos = pos
+        if pos > 65536 and pos * 2 > len(self._dropped):
+            del self._dropped[:pos]
+            self._dropped_pos = 0
+        if inside:
+            self.rows.append(ArchivedRow(filtered_row(self.topic, self.partition, inside,
+                                                      kafka_cluster_id=self.ctx.cluster_id,
+                                                      topic_id=self.ctx.topic_ids.get(self.topic))))
 
     # -- rows
     def _advance_row(self, range_start: int, range_end: int) -> ArchivedRow:

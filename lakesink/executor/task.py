@@ -18,6 +18,7 @@ from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.deadletter import DeadLetters
 from lakesink.manifest.rows import ManifestRow
 from lakesink.store import PendingWrite
+from lakesink.transforms import dropped_offsets
 
 
 RESULT_SCHEMA = "row string"
@@ -80,11 +81,14 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                 batch = transform.apply_arrow(batch, topic, part)
                 n = batch.num_rows
                 if n == 0:
+                    archiver.note_dropped(offsets)
                     continue
                 col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
                 topics = col["topic"].to_pylist() if "topic" in col else None
                 parts = col["partition"].to_pylist()
-                offsets = col["offset"].to_pylist()
+                kept = col["offset"].to_pylist()
+                archiver.note_dropped(dropped_offsets(offsets, kept))
+                offsets = kept
                 tts = col["ts_type"].to_pylist() if "ts_type" in col else None
             mixed = first_mixed(topics, parts, n)
             if columnar is not None and mixed is None:
@@ -137,7 +141,10 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                 raise BatchValidationError(
                     f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{parts[mixed]}")
             if transform is not None:
-                recs = transform.map_records(recs)
+                mapped = transform.map_records(recs)
+                if mapped is not recs:
+                    archiver.note_dropped(dropped_offsets([r.offset for r in recs], [r.offset for r in mapped]))
+                recs = mapped
             else:
                 last = batch_last
                 read += batch_read

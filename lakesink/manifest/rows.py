@@ -4,7 +4,9 @@
 SQL types and comments; ``schemas/manifest.sql`` is generated from it and a test checks all three agree).
 Rows are immutable; every kind has one builder here: :func:`object_row` (an archived object and its side
 files), :func:`advance_row` (a range without an object: transaction markers, compaction gaps, ignored
-tombstones), :func:`skipped_row` (a range lost to retention, skipped on request). The commit stamps the
+tombstones), :func:`skipped_row` (a range lost to retention, skipped on request), and the two note kinds that are
+not links of the offset chain: :func:`deadletter_row` (records sent to the dead-letter topic) and
+:func:`filtered_row` (offsets a transform dropped inside objects' spans). The commit stamps the
 provenance fields (``job``, ``batch_id``, ``run_id``, ``committed_at``) with :meth:`ManifestRow.stamped`.
 
 Rows travel from executors to the driver as JSON (:meth:`ManifestRow.to_json` / :meth:`from_json`):
@@ -22,12 +24,12 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("job", "STRING", False, "job name (config `name`)"),
     ("topic", "STRING", False, "Kafka topic"),
     ("kafka_partition", "INT", False, "Kafka partition"),
-    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain)"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain)"),
     ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
     ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
     ("first_offset", "BIGINT", True, "offset of this object's first record"),
     ("last_offset", "BIGINT", True, "offset of this object's last record"),
-    ("record_count", "BIGINT", False, "records in this object (0 for advance/skipped rows)"),
+    ("record_count", "BIGINT", False, "records in this object (0 for advance/skipped rows; for a filtered row, the offsets it notes)"),
     ("encoded_partition", "STRING", True, "partitioner output, e.g. partition=0 or year=2026/month=11"),
     ("object_key", "STRING", True, "S3 key of the value object"),
     ("object_uri", "STRING", True, "full URI of the value object"),
@@ -56,9 +58,9 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
 
 COLUMN_NAMES = [c[0] for c in COLUMNS]
 
-OBJECT, ADVANCE, SKIPPED, DEADLETTER = "object", "advance", "skipped", "deadletter"
-#: Kinds whose [range_start, range_end] are links of a partition's offset chain (a deadletter row only notes
-#: offsets that lie inside the chain's object or advance ranges of the same batch).
+OBJECT, ADVANCE, SKIPPED, DEADLETTER, FILTERED = "object", "advance", "skipped", "deadletter", "filtered"
+#: Kinds whose [range_start, range_end] are links of a partition's offset chain (a deadletter or filtered row only
+#: notes offsets that lie inside the chain's object or advance ranges of the same batch).
 CHAIN_KINDS = (OBJECT, ADVANCE, SKIPPED)
 _TIMESTAMPS = ("min_timestamp", "max_timestamp", "committed_at")
 
@@ -201,6 +203,36 @@ def deadletter_row(topic: str, partition: int, offsets: list[int], dlq_topic: st
     return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=DEADLETTER, range_start=offsets[0],
                        range_end=offsets[-1], first_offset=offsets[0], last_offset=offsets[-1], note=note,
                        kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+def filtered_row(topic: str, partition: int, offsets: list[int], *, kafka_cluster_id: str | None = None,
+                 topic_id: str | None = None) -> ManifestRow:
+    """Offsets of one commit group that a transform dropped (``transforms.sql``/``transforms.python``) and that lie
+    inside its objects' ``[first_offset, last_offset]`` spans, where the ``gaps`` view's holes cannot show them:
+    their first and last offset, their number in ``record_count`` and, in ``note``, their runs (the first 50).
+    Not a link of the offset chain (see :data:`CHAIN_KINDS`)."""
+    offsets = sorted(offsets)
+    runs = offset_runs(offsets)
+    shown = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:50])
+    if len(runs) > 50:
+        shown += f", … ({len(runs) - 50} more runs)"
+    n = len(offsets)
+    note = (f"{n} offset{'s' if n != 1 else ''} a transform dropped inside archived objects' spans "
+            f"({len(runs)} run{'s' if len(runs) != 1 else ''}): {shown}")
+    return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=FILTERED, range_start=offsets[0],
+                       range_end=offsets[-1], first_offset=offsets[0], last_offset=offsets[-1], record_count=n,
+                       note=note, kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+def offset_runs(offsets: list[int]) -> list[tuple[int, int]]:
+    """Ascending distinct ``offsets`` as runs of consecutive offsets: ``[1, 2, 3, 7]`` → ``[(1, 3), (7, 7)]``."""
+    runs: list[tuple[int, int]] = []
+    for o in offsets:
+        if runs and o == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], o)
+        elif not runs or o > runs[-1][1]:
+            runs.append((o, o))
+    return runs
 
 
 _EPOCH = dt.datetime(1970, 1, 1)

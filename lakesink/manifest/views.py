@@ -12,8 +12,11 @@ copied into a Databricks SQL editor over the same Delta table.
   ``skipped`` rows (their ``note``), and the parts of an object row's commit range outside every object's
   ``[first_offset, last_offset]`` (transaction markers, compaction, records a transform dropped, dead letters).
   Together with ``objects`` it is the offset proof: every offset below ``next_offset`` is in exactly one of them.
-  ``deadletter`` rows (records sent to ``errors.deadletterqueue.topic.name``) are notes on offsets inside those
-  ranges, not ranges of their own: query them as ``manifest WHERE kind = 'deadletter'``.
+  Besides those ranges, ``filtered`` rows: the offsets a transform dropped *inside* objects' spans, one row per
+  commit group (first and last such offset, ``offsets`` = how many, the runs in ``reason``). They lie inside
+  object spans, so the offset proof leaves them out. ``deadletter`` rows (records sent to
+  ``errors.deadletterqueue.topic.name``) are notes on offsets inside those ranges, not ranges of their own: query
+  them as ``manifest WHERE kind = 'deadletter'``.
 * ``lag``: committed offsets against the broker's end offsets, in records and (bounded above) in time.
 * ``metrics``: one row per committed sink batch (records read and archived, bytes, objects, partitions, phase
   seconds): the metrics table next to the manifest (:mod:`lakesink.manifest.metrics`), registered as is.
@@ -35,7 +38,7 @@ SELECT job, topic, kafka_partition,
        max(committed_at) AS last_commit_at,
        max(batch_id) AS last_batch_id,
        sum(CASE WHEN kind = 'object' THEN 1 ELSE 0 END) AS objects,
-       sum(record_count) AS records
+       sum(CASE WHEN kind = 'object' THEN record_count ELSE 0 END) AS records
 FROM {MANIFEST}
 GROUP BY job, topic, kafka_partition
 """
@@ -84,7 +87,8 @@ tail_holes AS (
   HAVING max(last_offset) < max(range_end)
 )
 SELECT job, topic, kafka_partition, range_start AS start_offset, range_end AS end_offset,
-       range_end - range_start + 1 AS offsets, kind, coalesce(note, kind) AS reason, batch_id, committed_at
+       CASE WHEN kind = 'filtered' THEN record_count ELSE range_end - range_start + 1 END AS offsets,
+       kind, coalesce(note, kind) AS reason, batch_id, committed_at
 FROM {MANIFEST} WHERE kind NOT IN ('object', 'deadletter')
 UNION ALL
 SELECT job, topic, kafka_partition, start_offset, end_offset, end_offset - start_offset + 1 AS offsets,

@@ -23,7 +23,9 @@ faster; one record made many takes the per-record path).
 Outputs of one Kafka record share its offset. They stay in one commit group (rotation cuts files only
 between Kafka records: :meth:`lakesink.objects.rotation.Rotator.process`), so the offset proof holds: an
 object's ``[first_offset, last_offset]`` holds every record made from the Kafka records in it, and a dropped
-record still advances the committed offsets (a dropped run outside every object shows in the ``gaps`` view).
+record still advances the committed offsets and is a row of the ``gaps`` view: outside every object as an
+``unarchived`` hole or ``advance`` range, between an object's records in its commit group's ``filtered`` row
+(:func:`lakesink.manifest.rows.filtered_row`).
 
 A transform that raises fails the batch (nothing is committed) with a :class:`~lakesink.errors.TransformError`
 naming the record (``topic-partition@offset``); for SQL over a batch the failing record is found by
@@ -45,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.objects.records import SinkRecord
 
 __all__ = ["COLUMNS", "TABLE", "Record", "SqlTransform", "PythonTransform", "Transforms", "sql_query",
-           "load_callable", "check_sql", "check_python"]
+           "load_callable", "check_sql", "check_python", "dropped_offsets"]
 
 #: The table name the SQL reads.
 TABLE = "records"
@@ -344,3 +346,12 @@ def grouped(records: Iterable[Any]) -> bool:
             return True
         prev = r.offset
     return False
+
+
+def dropped_offsets(before: list[int], after: list[int]) -> list[int]:
+    """The offsets of ``before`` (ascending input offsets) that have no output in ``after`` (ascending output
+    offsets, repeated where one record made many): the records a transform dropped."""
+    if len(after) == len(before) and after == before:
+        return []
+    kept = set(after)
+    return [o for o in before if o not in kept]

@@ -9,7 +9,7 @@ from collections import defaultdict
 from lakesink import wiring
 from lakesink.driver.archive import iter_objects, read_object
 from lakesink.objects.formats.base import RecordView
-from lakesink.manifest import Manifest
+from lakesink.manifest import CHAIN_KINDS, Manifest
 from lakesink.store import open_store
 
 
@@ -71,7 +71,7 @@ def check_chains(rows, expected_end: dict[tuple[str, int], int] | None = None) -
     """Ranges of each partition chain from 0 with no gap/overlap; returns next offset per partition."""
     by = defaultdict(set)
     for r in rows:
-        if r.kind == "deadletter":  # a note on offsets inside the chain's ranges, not a link of it
+        if r.kind not in CHAIN_KINDS:  # deadletter/filtered: a note on offsets inside the chain's ranges
             continue
         by[(r.topic, r.kafka_partition)].add((r.range_start, r.range_end))
     nxt = {}

@@ -27,11 +27,26 @@ RECORDS = [
     {"t": "hb"},                   # 5: dropped  → hole [5, 5]
     {"t": "a", "e": ["e", "f", "g"]},  # 6: three records, one group → file [6] of 3, commit [5, 6]
     {"t": "a", "e": ["h"]},        # 7
-    {"t": "hb"},                   # 8: dropped inside file [7, 9]: not a hole of the gaps view (see README)
+    {"t": "hb"},                   # 8: dropped inside file [7, 9]: the commit group's filtered row
     {"t": "a", "e": ["i"]},        # 9: file [7, 9] of 2, commit [7, 9]
     {"t": "hb"},                   # 10: dropped
     {"t": "a", "e": []},           # 11: no item: dropped → advance [10, 11]
 ]
+
+
+#: docs/sql.md query 8 (the offset proof), for one job: filtered rows lie inside object spans and are left out
+PROOF = """
+WITH spans AS (
+  SELECT job, topic, kafka_partition, first_offset AS s, last_offset AS e FROM objects
+  UNION ALL
+  SELECT job, topic, kafka_partition, start_offset, end_offset FROM gaps WHERE kind <> 'filtered'
+)
+SELECT c.next_offset, c.next_offset - min(spans.s) AS offsets_expected, sum(spans.e - spans.s + 1) AS offsets_accounted
+FROM committed_offsets c
+JOIN spans ON spans.job = c.job AND spans.topic = c.topic AND spans.kafka_partition = c.kafka_partition
+WHERE c.job = '{job}'
+GROUP BY c.job, c.topic, c.kafka_partition, c.next_offset
+"""
 
 
 @pytest.mark.parametrize("reader", ["direct", "spark"])
@@ -47,12 +62,15 @@ def test_filter_and_one_to_many(spark, kafka, s3, bucket, topic_name, reader):
     rows = manifest_rows(spark, cfg)
     check_chains(rows, {(topic_name, 0): 12})
     got = sorted((r.kind, r.range_start, r.range_end, r.first_offset, r.last_offset, r.record_count) for r in rows)
-    assert got == [("advance", 10, 11, None, None, 0), ("object", 0, 0, 0, 0, 2), ("object", 1, 4, 3, 4, 2),
-                   ("object", 5, 6, 6, 6, 3), ("object", 7, 9, 7, 9, 2)]
+    assert got == [("advance", 10, 11, None, None, 0), ("filtered", 8, 8, 8, 8, 1), ("object", 0, 0, 0, 0, 2),
+                   ("object", 1, 4, 3, 4, 2), ("object", 5, 6, 6, 6, 3), ("object", 7, 9, 7, 9, 2)]
     assert archived_values(spark, cfg)[(topic_name, 0)] == list("abcdefghi")
-    gaps = run_query(spark, cfg, f"SELECT start_offset, end_offset, kind FROM gaps WHERE job = '{cfg.name}' "
+    gaps = run_query(spark, cfg, f"SELECT start_offset, end_offset, offsets, kind FROM gaps WHERE job = '{cfg.name}' "
                                  f"ORDER BY start_offset", limit=None).rows
-    assert gaps == [(1, 2, "unarchived"), (5, 5, "unarchived"), (10, 11, "advance")]
+    # every dropped offset is a row of gaps: 8 (between records of file [7, 9]) too
+    assert gaps == [(1, 2, 2, "unarchived"), (5, 5, 1, "unarchived"), (8, 8, 1, "filtered"), (10, 11, 2, "advance")]
+    proof = run_query(spark, cfg, PROOF.replace("{job}", cfg.name), limit=None).rows
+    assert proof == [(12, 12, 12)]
     if reader == "direct":
         restore_groups_whole(kafka, cfg, rows)
 

@@ -243,8 +243,9 @@ def test_filter_and_one_to_many_offsets_exact(tmp_path, fmt):
     assert status == PartitionStatus("t", 3, read=8, first_offset=10, last_offset=17)
     rows = [r.row for r in results]
     objs = [(r.kind, r.range_start, r.range_end, r.first_offset, r.last_offset, r.record_count) for r in rows]
-    # flush.size 3: offset 10 (1 record) + offset 12 (3 records, one group) → one file of 4; 13 and 15 stay open
-    assert objs == [("object", 10, 12, 10, 12, 4)]
+    # flush.size 3: offset 10 (1 record) + offset 12 (3 records, one group) → one file of 4; 13 and 15 stay open;
+    # the dropped offset 11 lies inside the file's span: the group's filtered row notes it
+    assert objs == [("object", 10, 12, 10, 12, 4), ("filtered", 11, 11, 11, 11, 1)]
     store = tmp_path / "store" / "bkt"
     body = (store / rows[0].object_key).read_bytes()
     assert body.split(b"\n")[:4] == [b"1", b"2", b"3", b"4"]
@@ -326,4 +327,70 @@ def test_a_filter_keeps_the_columnar_path(tmp_path, monkeypatch):
     results.pop()
     assert taken == [([10, 12, 13], True)]
     assert [(r.row.range_start, r.row.range_end, r.row.first_offset, r.row.last_offset, r.row.record_count)
-            for r in results] == [(10, 13, 10, 13, 3), (14, 15, None, None, 0)]  # the dropped tail advances
+            for r in results] == [(10, 13, 10, 13, 3), (11, 11, 11, 11, 1),  # 11: dropped inside the file
+                                  (14, 15, None, None, 0)]  # the dropped tail advances
+
+
+# ----------------------------------------------------------------------------- dropped offsets inside objects
+
+
+def test_dropped_offsets_and_runs():
+    from lakesink.manifest.rows import filtered_row, offset_runs
+    from lakesink.transforms import dropped_offsets
+
+    assert dropped_offsets([1, 2, 3, 4], [1, 2, 3, 4]) == []
+    assert dropped_offsets([1, 2, 3, 4, 5], [2, 2, 2, 5]) == [1, 3, 4]  # one-to-many repeats 2; order kept
+    assert dropped_offsets([1, 2, 3], [3, 1]) == [2]  # a query may reorder its rows
+    assert offset_runs([1, 2, 3, 7, 9, 10]) == [(1, 3), (7, 7), (9, 10)]
+    row = filtered_row("t", 3, [14, 8, 15])
+    assert (row.kind, row.range_start, row.range_end, row.first_offset, row.last_offset, row.record_count) == \
+        ("filtered", 8, 15, 8, 15, 3)
+    assert row.note == "3 offsets a transform dropped inside archived objects' spans (2 runs): 8, 14-15"
+    many = filtered_row("t", 3, list(range(0, 200, 2)))
+    assert many.record_count == 100 and many.note.endswith(", 98, … (50 more runs)")
+
+
+def test_filtered_row_per_commit_group_only_inside_object_spans(tmp_path):
+    # offsets 10..21, flush.size 3; hb dropped at 10 (before the first file: an unarchived hole of the gaps
+    # view), 12 and 14 (inside file [11, 15]), 17-18 (inside file [16, 20]) and 21 (the dropped tail: advance)
+    ts = ["hb", "a", "hb", "a", "hb", "a", "a", "hb", "hb", "a", "a", "hb"]
+    cfg = config(tmp_path, **{"transforms.sql": "json_extract_string(decode(value), '$.t') <> 'hb'",
+                              "format.class": "bytearray"})
+    vals = [js(t=t) for t in ts]
+    results = run(cfg, [batch(vals[:7]), batch(vals[7:], start=17)], end=22)
+    results.pop()
+    rows = [(r.row.kind, r.row.range_start, r.row.range_end, r.row.first_offset, r.row.last_offset,
+             r.row.record_count) for r in results]
+    assert rows == [("object", 10, 15, 11, 15, 3), ("filtered", 12, 14, 12, 14, 2),
+                    ("object", 16, 20, 16, 20, 3), ("filtered", 17, 18, 17, 18, 2), ("advance", 21, 21, None, None, 0)]
+    notes = [r.row.note for r in results if r.row.kind == "filtered"]
+    assert notes[0].endswith("(2 runs): 12, 14") and notes[1].endswith("(1 run): 17-18")
+
+
+def keep_odd(rec: Record):
+    return rec if rec.offset % 2 else None
+
+
+def test_sql_and_python_drops_of_one_batch_are_merged_in_order(tmp_path):
+    # SQL drops 14, the Python transform drops the even offsets it sees (10, 12): noted out of order, kept sorted
+    cfg = config(tmp_path, **{"transforms.sql": "kafka_offset <> 14", "transforms.python": f"{__name__}:keep_odd",
+                              "flush.size": "3"})
+    results = run(cfg, [batch([js(a=i) for i in range(7)])])  # offsets 10..16
+    results.pop()
+    rows = [(r.row.kind, r.row.range_start, r.row.range_end, r.row.record_count) for r in results]
+    # records 11, 13, 15 make the file [11, 15]; 10 is before it (a hole), 12 and 14 inside it
+    assert rows == [("object", 10, 15, 3), ("filtered", 12, 14, 2), ("advance", 16, 16, 0)]
+
+
+def test_filtered_offsets_inside_interleaved_files_are_noted_once(tmp_path):
+    # FieldPartitioner: files p=x [10, 14] and p=y [11, 15] of one commit group interleave; 12 and 13 (dropped)
+    # lie inside both spans and are noted once; flush.size 4 (records of the whole partition) closes the group
+    cfg = config(tmp_path, **{"transforms.sql": "json_extract_string(decode(value), '$.t') <> 'hb'",
+                              "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+                              "partition.field.name": "p", "flush.size": "4", "value.decoder": "json"})
+    vals = [js(t="a", p="x"), js(t="a", p="y"), js(t="hb", p="x"), js(t="hb", p="x"), js(t="a", p="x"),
+            js(t="a", p="y")]
+    results = run(cfg, [batch(vals)])
+    results.pop()
+    rows = sorted((r.row.kind, r.row.first_offset, r.row.last_offset, r.row.record_count) for r in results)
+    assert rows == [("filtered", 12, 13, 2), ("object", 10, 14, 2), ("object", 11, 15, 2)]
