@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from lakesink import wiring
-from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, RestoredRecord, read_records
+from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, RestoredRecord, read_record_batch, read_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -95,6 +95,12 @@ class ObjectReader:
                             headers_format=self.headers_format, cut=cut, key_decoder=self.cfg.key_decoder,
                             value_decoder=self.cfg.value_decoder)
 
+    def batch(self, obj: ArchivedObject, schema: "pa.Schema", cut: Cut = NO_CUT) -> "pa.RecordBatch | None":
+        """:meth:`records` as one Arrow batch of ``schema`` (:func:`arrow_record_schema`), or None."""
+        return read_record_batch(self.store, self.value_format(obj), obj, schema, keys_format=self.keys_format,
+                                 headers_format=self.headers_format, cut=cut, key_decoder=self.cfg.key_decoder,
+                                 value_decoder=self.cfg.value_decoder)
+
 
 def _ids(batches: Iterable["pa.RecordBatch"]) -> Iterator[int]:
     for b in batches:
@@ -107,9 +113,9 @@ def read_archive_task(batches: Iterable["pa.RecordBatch"], objects: list[Archive
     reader = ObjectReader(cfg)
     schema = arrow_record_schema()
     for i in _ids(batches):
-        records = reader.records(objects[i], cut)
-        if records:
-            yield records_batch(records, schema)
+        batch = reader.batch(objects[i], schema, cut)
+        if batch is not None and batch.num_rows:
+            yield batch
 
 
 @dataclass(frozen=True)

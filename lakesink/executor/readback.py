@@ -53,7 +53,7 @@ from lakesink.manifest.rows import to_ms
 from lakesink.schemas.avro import value_converter
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
-           "read_records", "record_bytes_rules"]
+           "read_records", "read_record_batch", "record_bytes_rules"]
 
 FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
           "record_count")
@@ -429,9 +429,9 @@ def _read_side(store, obj: ArchivedObject, view: str) -> tuple[str, bytes]:
     return side["key"], store.read(side["key"], etag=side.get("etag"), version_id=side.get("version_id"))
 
 
-def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
-                 key_decoder: str = "bytes", value_decoder: str | None = None,
-                 offsets: str = "fail") -> list[RestoredRecord]:
+def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
+                  key_decoder: str = "bytes", value_decoder: str | None = None,
+                  offsets: str = "fail") -> "_Columns | None":
     """The Kafka records of one committed object, in file (= offset) order, inside ``cut``.
 
     ``fmt``: the value format the object was written with; ``keys_format`` / ``headers_format``: the formats
@@ -446,13 +446,14 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
         raise InvalidArgumentError(f"offsets must be 'fail' or 'null', not {offsets!r}")
     overlap = cut.object_overlap(obj)
     if overlap is False:
-        return []
+        return None
     md = read_metadata(store, obj)
     n = obj.record_count
     if md is not None:
         offs: list[int | None] = md.offsets
         tss: list[int | None] = md.timestamps
-        types: list[str | None] = [timestamp_type_name(t) for t in md.timestamp_types]
+        names = {t: timestamp_type_name(t) for t in set(md.timestamp_types)}
+        types: list[str | None] = [names[t] for t in md.timestamp_types]
     else:
         offset_inside = ((cut.from_offset is None or obj.first_offset >= cut.from_offset)
                          and (cut.to_offset is None or obj.last_offset <= cut.to_offset))
@@ -479,7 +480,7 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
         keep = [i for i in range(n) if admits(offs[i], tss[i])]
     if len(keep) < n and getattr(fmt, "name", None) == "blockgzip" and obj.side("index") is not None:
         if not keep:
-            return []
+            return None
         values = read_blockgzip_positions(store, fmt, obj, keep)
     else:
         key, data = _read_bytes(store, obj, RecordView.VALUE)
@@ -492,11 +493,136 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
         _check_count(store, key, len(values), obj)
     keys: list[bytes | None] = [None] * n
     if keys_format is not None and obj.side("keys") is not None:
-        kname = getattr(keys_format, "name", "")
-        keys = [_key_bytes(k, key_decoder, kname) for k in _read_view(store, keys_format, obj, RecordView.KEYS)]
-    headers: list[list[tuple[str, bytes | None]]] = [[] for _ in range(n)]
+        keys = _read_keys(store, keys_format, obj, key_decoder)
+    headers = _HeaderColumns([0] * (n + 1), [], [])
     if headers_format is not None and obj.side("headers") is not None:
-        headers = [[(hk, None if hv is None else hv.encode("utf-8")) for hk, hv in hs]
-                   for hs in _read_view(store, headers_format, obj, RecordView.HEADERS)]
+        headers = _read_headers(store, headers_format, obj)
+    return _Columns(offs, tss, types, keys, values, headers, keep, n)
+
+
+def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
+                 key_decoder: str = "bytes", value_decoder: str | None = None,
+                 offsets: str = "fail") -> list[RestoredRecord]:
+    """The Kafka records of one committed object, in file (= offset) order, inside ``cut``.
+
+    ``fmt``: the value format the object was written with; ``keys_format`` / ``headers_format``: the formats
+    of its ``.keys`` / ``.headers`` side files (read when given and recorded in the row; else keys are null
+    and headers empty). ``key_decoder`` / ``value_decoder``: the sink's decoders (see the module docstring
+    for how they shape the bytes). ``offsets``: ``fail`` (default) or ``null``, for an object with neither
+    a metadata side file nor contiguous offsets. Every object read is verified against its manifest ETag
+    and record count."""
+    c = _read_columns(store, fmt, obj, keys_format=keys_format, headers_format=headers_format, cut=cut,
+                      key_decoder=key_decoder, value_decoder=value_decoder, offsets=offsets)
+    if c is None:
+        return []
     topic, part = obj.topic, obj.kafka_partition
-    return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in keep]
+    pairs = c.headers.pairs
+    return [RestoredRecord(topic, part, c.offs[i], c.tss[i], c.types[i], c.keys[i], c.values[i], pairs(i))
+            for i in c.keep]
+
+
+def read_record_batch(store, fmt, obj: ArchivedObject, schema: Any, *, keys_format=None, headers_format=None,
+                      cut: Cut = NO_CUT, key_decoder: str = "bytes", value_decoder: str | None = None,
+                      offsets: str = "fail") -> Any:
+    """:func:`read_records` as one Arrow record batch of ``schema`` (topic, partition, offset, timestamp,
+    timestamp_type, key, value, headers: ``lakesink.executor.archive_tasks.arrow_record_schema``), built a
+    column at a time (no per-record objects); None when the cut leaves no record."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    c = _read_columns(store, fmt, obj, keys_format=keys_format, headers_format=headers_format, cut=cut,
+                      key_decoder=key_decoder, value_decoder=value_decoder, offsets=offsets)
+    if c is None:
+        return None
+    n = c.n
+    h = c.headers
+    htype = schema.field("headers").type
+    hkeys = pa.array(h.keys, pa.binary() if h.keys and isinstance(h.keys[0], bytes) else pa.string())
+    hkeys = hkeys.cast(pa.string())  # UTF-8 (checked by _read_headers)
+    hvalues = pa.StructArray.from_arrays([hkeys, pa.array(h.values, pa.binary())],
+                                         fields=list(htype.value_type))
+    cols = [
+        pa.array([obj.topic] * n, pa.string()) if n else pa.array([], pa.string()),
+        pa.array([obj.kafka_partition] * n, pa.int32()),
+        pa.array(c.offs, pa.int64()),
+        pc.multiply(pa.array(c.tss, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(c.types, pa.string()),
+        pa.array(c.keys, pa.binary()),
+        pa.array(c.values, pa.binary()),
+        pa.ListArray.from_arrays(pa.array(h.offsets, pa.int32()), hvalues, type=htype),
+    ]
+    batch = pa.RecordBatch.from_arrays(cols, schema=schema)
+    if len(c.keep) < n:
+        batch = batch.take(pa.array(list(c.keep), pa.int64()))
+    return batch
+
+
+class _HeaderColumns(NamedTuple):
+    """Headers of an object's records, flattened: record i's are ``keys``/``values`` ``[offsets[i]:offsets[i+1]]``."""
+
+    offsets: list[int]
+    keys: list[str] | list[bytes]  # bytes: UTF-8, decoded by pairs()
+    values: list[bytes | None]
+
+    def pairs(self, i: int) -> list[tuple[str, bytes | None]]:
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return [(k if isinstance(k, str) else k.decode("utf-8"), v) for k, v in zip(self.keys[a:b], self.values[a:b])]
+
+
+class _Columns(NamedTuple):
+    """What :func:`_read_columns` read of one object: its ``n`` records' columns and the positions ``keep`` the cut
+    admits."""
+
+    offs: list
+    tss: list
+    types: list
+    keys: list
+    values: list
+    headers: _HeaderColumns
+    keep: Sequence[int]
+    n: int
+
+
+def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> list[bytes | None]:
+    """The keys of the ``.keys`` side file, as record bytes (see the module docstring)."""
+    kname = getattr(keys_format, "name", "")
+    if kname == "avro" and key_decoder != "json":  # bytes/string keys files: read a column at a time
+        from lakesink.objects.formats.avro import read_bytes_column
+
+        key, data = _read_bytes(store, obj, RecordView.KEYS)
+        try:
+            raw = read_bytes_column(io.BytesIO(data))
+        except (ValueError, LookupError, EOFError, TypeError) as e:
+            raise _corrupt(store, key, keys_format, e) from e
+        if raw is not None:
+            _check_count(store, key, len(raw), obj)
+            return raw
+    return [_key_bytes(k, key_decoder, kname) for k in _read_view(store, keys_format, obj, RecordView.KEYS)]
+
+
+def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
+    """The ``.headers`` side file's headers (values as UTF-8 bytes, or None)."""
+    if getattr(headers_format, "name", "") == "avro":  # lakesink's headers schema: read a column at a time
+        from lakesink.objects.formats.avro import read_headers_columns
+
+        key, data = _read_bytes(store, obj, RecordView.HEADERS)
+        try:
+            cols = read_headers_columns(io.BytesIO(data))
+        except (ValueError, LookupError, EOFError, TypeError, UnicodeDecodeError) as e:
+            raise _corrupt(store, key, headers_format, e) from e
+        if cols is not None:
+            _check_count(store, key, len(cols[0]) - 1, obj)
+            import pyarrow as pa
+
+            try:  # header keys are Avro strings: UTF-8, checked here in one pass (decoded when used)
+                pa.array(cols[1], pa.binary()).cast(pa.string())
+            except pa.ArrowInvalid as e:
+                raise _corrupt(store, key, headers_format, e) from e
+            return _HeaderColumns(*cols)
+    offsets, keys, values = [0], [], []
+    for hs in _read_view(store, headers_format, obj, RecordView.HEADERS):
+        for hk, hv in hs:
+            keys.append(hk)
+            values.append(None if hv is None else hv.encode("utf-8"))
+        offsets.append(len(keys))
+    return _HeaderColumns(offsets, keys, values)

@@ -13,7 +13,8 @@ import pytest
 from lakesink import wiring
 from lakesink.errors import (CorruptObjectError, MissingRecordMetadataError, ObjectChangedError,
                              RecordCountMismatchError)
-from lakesink.executor.readback import ArchivedObject, Cut, read_object, read_records
+from lakesink.executor.archive_tasks import arrow_record_schema, records_batch
+from lakesink.executor.readback import ArchivedObject, Cut, read_object, read_record_batch, read_records
 from lakesink.objects.formats.base import RecordView
 from lakesink.objects.formats.metadata import METADATA_SCHEMA, MetadataFormat
 from lakesink.objects.naming import KeyExtensions, NamingSettings, parse_key
@@ -29,12 +30,22 @@ def formats(cfg):
 
 
 def read_all(cfg, rows, **kw) -> list:
+    """Every record of ``rows``' objects; read_record_batch (read_archive's column-at-a-time path) must give the
+    same records as read_records."""
     store = open_store(wiring.store_settings(cfg))
     vfmt, kfmt, hfmt = formats(cfg)
+    schema = arrow_record_schema()
+    kw = {"key_decoder": cfg.key_decoder, **kw}
     out = []
     for row in sorted(rows, key=lambda r: r.first_offset):
-        out += read_records(store, vfmt, ArchivedObject.from_row(row), keys_format=kfmt, headers_format=hfmt,
-                            key_decoder=cfg.key_decoder, **kw)
+        obj = ArchivedObject.from_row(row)
+        recs = read_records(store, vfmt, obj, keys_format=kfmt, headers_format=hfmt, **kw)
+        got = read_record_batch(store, vfmt, obj, schema, keys_format=kfmt, headers_format=hfmt, **kw)
+        if recs:
+            assert got.equals(records_batch(recs, schema)), (got.to_pylist()[:2], records_batch(recs).to_pylist()[:2])
+        else:
+            assert got is None or got.num_rows == 0
+        out += recs
     return out
 
 

@@ -80,9 +80,13 @@ class JsonFormat(Format):
     def read_lines(self, stream: BinaryIO) -> Iterator[bytes]:
         """Yield each record's line as archived (UTF-8 bytes, without the newline): what restore produces."""
         src = gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else stream
-        for line in src:
-            if line.strip():
-                yield line[:-1] if line.endswith(b"\n") else line
+        lines = src.read().split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        if all(lines) and not any(map(bytes.isspace, lines)):  # what the sink writes: no blank lines
+            yield from lines
+        else:
+            yield from (line for line in lines if line.strip())
 
 
 def json_default(o: Any) -> Any:

@@ -1,0 +1,88 @@
+"""The Avro side-file column readers (lakesink.objects.formats.avro.read_bytes_column / read_headers_columns):
+the same datums fastavro reads, for every codec, multi-byte lengths and counts, negative-count array blocks;
+None for a schema they do not read; a truncated block is an error, never a short column."""
+from __future__ import annotations
+
+import io
+
+import fastavro
+import pytest
+
+from lakesink.objects.formats.avro import HEADERS_SCHEMA, read_bytes_column, read_headers_columns
+
+
+def avro_file(schema, datums, codec="null") -> bytes:
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), datums, codec=codec, sync_interval=2000)
+    return buf.getvalue()
+
+
+KEYS = [b"", b"k", b"\x00\xff" * 40, b"x" * 70_000] + [b"key-%d" % i for i in range(500)]
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "bzip2", "xz"])
+def test_bytes_and_string_columns_match_fastavro(codec):
+    assert read_bytes_column(io.BytesIO(avro_file("bytes", KEYS, codec))) == KEYS
+    texts = ["", "clé ✓", "y" * 100] + [f"s{i}" for i in range(300)]
+    assert read_bytes_column(io.BytesIO(avro_file("string", texts, codec))) == [t.encode() for t in texts]
+
+
+def flat(headers):
+    offsets, keys, values = [0], [], []
+    for hs in headers:
+        for k, v in hs:
+            keys.append(k.encode())
+            values.append(v)
+        offsets.append(len(keys))
+    return offsets, keys, values
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy"])
+def test_headers_columns_match_fastavro(codec):
+    headers = [[], [("h", "1"), ("h", "dup"), ("empty", ""), ("null", None)], [("ké" * 40, "v" * 200)],
+               [(f"n{j}", f"{j}") for j in range(100)]] + [[("i", str(i))] for i in range(400)]
+    data = avro_file(HEADERS_SCHEMA, [[{"key": k, "value": v} for k, v in hs] for hs in headers], codec)
+    expected = flat([[(k, None if v is None else v.encode()) for k, v in hs] for hs in headers])
+    assert read_headers_columns(io.BytesIO(data)) == expected
+
+
+def zz(n: int) -> bytes:
+    """Avro's zigzag varint of ``n``."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def with_block(schema, count: int, body: bytes) -> bytes:
+    """An Avro file of ``schema`` with one hand-made block of ``count`` datums (``body``, uncompressed)."""
+    head = avro_file(schema, [])
+    return head + zz(count) + zz(len(body)) + body + head[-16:]
+
+
+def test_negative_count_array_blocks():
+    # Avro lets a writer split an array into blocks, a negative count followed by the block's size in bytes
+    item = zz(1) + b"a" + zz(1) + zz(1) + b"1"  # {"key": "a", "value": "1"}
+    datum = zz(-2) + zz(2 * len(item)) + item + item + zz(1) + item + zz(0)
+    data = with_block(HEADERS_SCHEMA, 1, datum)
+    assert next(fastavro.reader(io.BytesIO(data))) == [{"key": "a", "value": "1"}] * 3
+    assert read_headers_columns(io.BytesIO(data)) == ([0, 3], [b"a"] * 3, [b"1"] * 3)
+
+
+def test_other_schemas_are_not_read():
+    assert read_bytes_column(io.BytesIO(avro_file("long", [1, 2]))) is None
+    assert read_bytes_column(io.BytesIO(avro_file(["null", "bytes"], [None, b"x"]))) is None
+    other = {"type": "array", "items": {"type": "record", "name": "H", "fields": [
+        {"name": "key", "type": "string"}, {"name": "value", "type": "string"}]}}  # Confluent's: value required
+    assert read_headers_columns(io.BytesIO(avro_file(other, [[{"key": "a", "value": "b"}]]))) is None
+
+
+def test_a_truncated_block_is_an_error():
+    # the block says 2 datums but holds one and a length running past its end: an error, not a short column
+    with pytest.raises((ValueError, IndexError)):
+        read_bytes_column(io.BytesIO(with_block("bytes", 2, zz(3) + b"abc" + zz(10) + b"ab")))
+    with pytest.raises((ValueError, IndexError)):
+        read_headers_columns(io.BytesIO(with_block(HEADERS_SCHEMA, 1, zz(1) + zz(5) + b"ab")))
