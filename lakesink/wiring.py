@@ -80,7 +80,16 @@ def rotation_policy(cfg: "SinkConfig") -> "RotationPolicy":
         rotate_on_partition_change=cfg.rotate_file_on_partition_change,
         behavior_on_null_values=cfg.behavior_on_null_values,
         schema_compatibility=cfg.schema_compatibility,
+        rotate_on_key_schema=keys_have_schemas(cfg),
     )
+
+
+def keys_have_schemas(cfg: "SinkConfig") -> bool:
+    """Whether stored keys carry a schema (decoded from Confluent wire format, Avro or Protobuf) into a keys side
+    file with one writer schema (Avro, Parquet): the records then hand their key schema to the keys writer and a
+    new key schema starts new files."""
+    return bool(cfg.store_kafka_keys and cfg.key_decoder in ("avro", "protobuf")
+                and registry.canonical("format", cfg.keys_format_name) in ("avro", "parquet"))
 
 
 # ----------------------------------------------------------------------------- formats

@@ -23,7 +23,9 @@ parquet       each row re-encoded as Avro binary with the schema the file was wr
 ============  =====================================================================================
 
 Keys (``.keys`` side file): bytes as stored; strings as UTF-8; with ``key_decoder="json"`` the key's
-compact JSON text; a JSON keys file holds bytes keys as base64, decoded back for ``key_decoder="bytes"``.
+compact JSON text; a JSON keys file holds bytes keys as base64, decoded back for ``key_decoder="bytes"``;
+with ``key_decoder="avro"`` an Avro keys file that names its keys' registry id (``lakesink.key.schema.id``)
+gives each datum framed in Confluent wire format, other decoded keys their compact JSON text.
 No keys side file: null keys. Headers (``.headers``): the stored (key, string value) pairs, values as
 UTF-8 bytes (nulls stay null; the archive stored header values as UTF-8 text, so bytes that were not
 valid UTF-8 come back with U+FFFD); no headers side file: no headers.
@@ -288,6 +290,15 @@ def _avro_values(data: bytes, obj: ArchivedObject) -> list[bytes]:
                 out.append(v.encode("utf-8") if isinstance(v, str) else bytes(v))
         return out
     prefix = _wire(obj, json.loads(blocks.metadata.get("avro.schema", "null")))
+    return _datums(blocks, schema, prefix)
+
+
+def _datums(blocks, schema: Any, prefix: bytes) -> list[bytes]:
+    """Each datum of an Avro file's ``blocks`` as stored (sliced, not re-encoded), after ``prefix``."""
+    import fastavro
+
+    reader = fastavro.schemaless_reader
+    out: list[bytes] = []
     for block in blocks:
         buf = block.bytes_
         raw = buf.getbuffer()
@@ -297,6 +308,22 @@ def _avro_values(data: bytes, obj: ArchivedObject) -> list[bytes]:
             out.append(prefix + bytes(raw[start:buf.tell()]))
         del raw
     return out
+
+
+def _wire_framed_keys(data: bytes) -> list[bytes] | None:
+    """The keys of an Avro ``.keys`` file written from wire-format Avro keys (its metadata names their schema's
+    registry id): each stored datum framed in Confluent wire format again, byte-identical to the key as read
+    from Kafka. None for a file without that id (older archives, Protobuf keys)."""
+    import fastavro
+
+    from lakesink.objects.formats.avro import KEY_SCHEMA_ID
+    from lakesink.schemas.avro import raw_parsed_schema
+
+    blocks = fastavro.block_reader(io.BytesIO(data))
+    sid = blocks.metadata.get(KEY_SCHEMA_ID)
+    if sid is None:
+        return None
+    return _datums(blocks, raw_parsed_schema(blocks.writer_schema), b"\x00" + int(sid).to_bytes(4, "big"))
 
 
 def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
@@ -432,14 +459,8 @@ def _read_side(store, obj: ArchivedObject, view: str) -> tuple[str, bytes]:
 def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
                   key_decoder: str = "bytes", value_decoder: str | None = None,
                   offsets: str = "fail") -> "_Columns | None":
-    """The Kafka records of one committed object, in file (= offset) order, inside ``cut``.
-
-    ``fmt``: the value format the object was written with; ``keys_format`` / ``headers_format``: the formats
-    of its ``.keys`` / ``.headers`` side files (read when given and recorded in the row; else keys are null
-    and headers empty). ``key_decoder`` / ``value_decoder``: the sink's decoders (see the module docstring
-    for how they shape the bytes). ``offsets``: ``fail`` (default) or ``null``, for an object with neither
-    a metadata side file nor contiguous offsets. Every object read is verified against its manifest ETag
-    and record count."""
+    """What :func:`read_records` reads of one object (same arguments), as columns; None when the cut takes
+    nothing of it."""
     from lakesink.objects.formats.metadata import timestamp_type_name
 
     if offsets not in ("fail", "null"):
@@ -586,6 +607,15 @@ class _Columns(NamedTuple):
 def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> list[bytes | None]:
     """The keys of the ``.keys`` side file, as record bytes (see the module docstring)."""
     kname = getattr(keys_format, "name", "")
+    if kname == "avro" and key_decoder == "avro":  # wire-format Avro keys: framed again with their schema id
+        key, data = _read_bytes(store, obj, RecordView.KEYS)
+        try:
+            framed = _wire_framed_keys(data)
+        except (ValueError, LookupError, EOFError, TypeError) as e:
+            raise _corrupt(store, key, keys_format, e) from e
+        if framed is not None:
+            _check_count(store, key, len(framed), obj)
+            return framed
     if kname == "avro" and key_decoder != "json":  # bytes/string keys files: read a column at a time
         from lakesink.objects.formats.avro import read_bytes_column
 

@@ -44,6 +44,7 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     value_decoder = wiring.value_decoder_instance(cfg)
     bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
     key_decoder = wiring.key_decoder_instance(cfg)
+    key_schemas = wiring.keys_have_schemas(cfg)
     store = open_store(wiring.store_settings(cfg))
     transform = wiring.transforms(cfg)  # lakesink.transforms: records are mapped before partitioning
     if transform is not None and transform.record_path:
@@ -136,6 +137,10 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             else:
                 recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
                         for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
+            if key_schemas:  # the keys side file is written with the key's schema (wiring.keys_have_schemas)
+                for r, k in zip(recs, keys):
+                    if k[1] is not None:
+                        r.extra = {"key_schema": k[1]}
             if mixed is not None:
                 archiver.process_many(recs[:mixed])
                 raise BatchValidationError(

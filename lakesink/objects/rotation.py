@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from lakesink.schemas.compatibility import Decision, SchemaCompatibility
 from lakesink.errors import InvalidArgumentError, PartitionError
@@ -81,6 +81,9 @@ class RotationPolicy:
     rotate_on_partition_change: bool = True
     behavior_on_null_values: str = "fail"
     schema_compatibility: str = "NONE"
+    #: keys carry schemas (``record.extra["key_schema"]``: keys decoded from Confluent wire format and stored in a
+    #: side file with one writer schema): a key whose schema differs from its file's first key's starts new files
+    rotate_on_key_schema: bool = False
 
     def __post_init__(self) -> None:
         if self.flush_size < 1:
@@ -172,6 +175,7 @@ class _OpenFile:
     count: int = 0
     min_ts: int | None = None
     max_ts: int | None = None
+    key_schema: Any = None  # the first key's schema (RotationPolicy.rotate_on_key_schema)
 
     def add(self, offset: int, ts: int | None) -> None:
         self.last_offset = offset
@@ -223,7 +227,7 @@ class Rotator:
         self._carried = False  # files were open when the current batch began
         self._deadline: int | None = None
         self._fast = (not self._periodic and not self._scheduled and not partitioner.time_based
-                      and policy.behavior_on_null_values != "write")
+                      and policy.behavior_on_null_values != "write" and not policy.rotate_on_key_schema)
         if self._scheduled:
             anchor = clock() if schedule_anchor_ms is None else schedule_anchor_ms
             self._deadline = self._next_deadline(anchor)
@@ -310,6 +314,14 @@ class Rotator:
                 events.append(self._commit())
                 enc = None
                 continue
+            if self.policy.rotate_on_key_schema and s.count > 0:
+                f = s.files.get(enc)
+                if f is not None and not same_schema(f.key_schema, key_schema_of(record)):
+                    if continues:
+                        raise self._split_group(record, "key schemas that need a new file")
+                    events.append(self._commit())  # the keys side file has one writer schema
+                    enc = None
+                    continue
             decision = self._compat.decide(record, current)
             if decision is Decision.ROTATE:
                 s.schemas[enc] = incoming
@@ -523,6 +535,8 @@ class Rotator:
         f = s.files.get(enc)
         if f is None:
             f = s.files[enc] = _OpenFile(enc, record.offset, record.value_schema)
+            if self.policy.rotate_on_key_schema:
+                f.key_schema = key_schema_of(record)
         f.add(record.offset, ts)
         s.count += 1
         s.cur_enc = enc
@@ -540,3 +554,21 @@ class Rotator:
         s.base_ts = None
         self._carried = False
         return ev
+
+
+def key_schema_of(record: SinkRecord) -> Any:
+    """The schema of ``record``'s key (``extra["key_schema"]``, set for keys decoded from Confluent wire
+    format), or None."""
+    extra = record.extra
+    return extra.get("key_schema") if extra else None
+
+
+def same_schema(a: Any, b: Any) -> bool:
+    """Whether two key schemas are the same for a file: the same object, or the same registry id and fingerprint
+    (None for both: schemaless)."""
+    if a is b:
+        return True
+    if a is None or b is None:
+        return False
+    return getattr(a, "id", None) == getattr(b, "id", None) and \
+        getattr(a, "fingerprint", None) == getattr(b, "fingerprint", None)

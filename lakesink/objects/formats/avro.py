@@ -3,7 +3,8 @@
 Writer schema = the first record's schema (VALUE: ``value_schema.avro``; a schemaless bytes/str
 value gets ``"bytes"``/``"string"``; anything else schemaless is an EncodeError, Confluent needs a
 schema). KEYS: ``record.extra["key_schema"]`` (ValueSchema or Avro schema) if present, else the
-primitive schema of the first key (bytes/string/long/double/boolean). HEADERS: the bare array of
+primitive schema of the first key (bytes/string/long/double/boolean); a key schema with a registry id (keys
+decoded from wire-format Avro) is named in the container metadata (:data:`KEY_SCHEMA_ID`). HEADERS: the bare array of
 ``{key: string, value: ["null","string"]}`` records (Confluent's value is a required string, which
 makes a null header value fail there; we keep it as null instead).
 
@@ -35,6 +36,9 @@ from lakesink.objects.formats.base import (Format, FormatWriter, RecordView, bin
 from lakesink.errors import EmptyFileError, InvalidArgumentError
 
 CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
+#: Container metadata of a ``.keys`` Avro file whose keys came in Confluent wire-format Avro: their schema's
+#: registry id (every key of the file has it: a new key schema starts new files).
+KEY_SCHEMA_ID = "lakesink.key.schema.id"
 DEFAULT_SYNC_INTERVAL = 64000  # Avro Java's DataFileWriter default (Confluent's files)
 
 HEADERS_SCHEMA = {
@@ -134,8 +138,12 @@ class AvroWriter(FormatWriter):
             self._schema_id = b"\x00" + vs.id.to_bytes(4, "big")
         if vs is not None and f.fast_path and vs.avro_wire:
             self._bare_fp = vs.fingerprint
+        metadata = None
+        if self.view is RecordView.KEYS and vs is not None and vs.id is not None and vs.avro_wire:
+            # the registry id of the keys' schema: restore re-frames each key in Confluent wire format with it
+            metadata = {KEY_SCHEMA_ID: str(vs.id)}
         self._w = Writer(self._sink, copy.deepcopy(avro), codec=f.codec, sync_interval=f.sync_interval,
-                         compression_level=f.codec_level, sync_marker=self._sync_marker)
+                         compression_level=f.codec_level, sync_marker=self._sync_marker, metadata=metadata)
 
     def _open_from(self, record: SinkRecord) -> None:
         if self.view is RecordView.VALUE:
@@ -410,22 +418,10 @@ def read_bytes_column(stream: BinaryIO) -> list[bytes] | None:
     append = out.append
     for block in blocks:
         data = block.bytes_.getvalue()
-        pos = 0
+        pos, end = 0, len(data)
         for _ in range(block.num_records):
-            b = data[pos]
-            pos += 1
-            n = b & 0x7F
-            shift = 7
-            while b & 0x80:
-                b = data[pos]
-                pos += 1
-                n |= (b & 0x7F) << shift
-                shift += 7
-            n = (n >> 1) ^ -(n & 1)
-            if n < 0 or pos + n > len(data):
-                raise ValueError(f"datum length {n} past the block's end")
-            append(data[pos:pos + n])
-            pos += n
+            v, pos = _bytes_at(data, pos, end, "datum")
+            append(v)
     return out
 
 
@@ -441,6 +437,19 @@ def _long_at(data: bytes, p: int) -> tuple[int, int]:
         n |= (b & 0x7F) << shift
         shift += 7
     return (n >> 1) ^ -(n & 1), p
+
+
+def _bytes_at(data: bytes, pos: int, end: int, what: str) -> tuple[bytes, int]:
+    """The Avro bytes/string at ``data[pos:]`` (a length, then that many bytes) and the position after it."""
+    b = data[pos]
+    if b < 0x80:  # a one-byte length (< 64): the common case, inline
+        n = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        n, pos = _long_at(data, pos)
+    if n < 0 or pos + n > end:
+        raise ValueError(f"{what} length {n} past the block's end")
+    return data[pos:pos + n], pos + n
 
 
 def read_headers_columns(stream: BinaryIO) -> tuple[list[int], list[bytes], list[bytes | None]] | None:
@@ -460,41 +469,20 @@ def read_headers_columns(stream: BinaryIO) -> tuple[list[int], list[bytes], list
         pos = 0
         for _ in range(block.num_records):
             while True:  # array blocks: a count (negative: followed by the block's byte size), items; 0 ends it
-                b = data[pos]
-                if b < 0x80:  # one-byte varints (lengths < 64) take the inline path
-                    count = (b >> 1) ^ -(b & 1)
-                    pos += 1
-                else:
-                    count, pos = _long_at(data, pos)
+                count, pos = _long_at(data, pos)
                 if count == 0:
                     break
                 if count < 0:
                     count = -count
                     _size, pos = _long_at(data, pos)
                 for _i in range(count):
-                    b = data[pos]
-                    if b < 0x80:
-                        n = (b >> 1) ^ -(b & 1)
-                        pos += 1
-                    else:
-                        n, pos = _long_at(data, pos)
-                    if n < 0 or pos + n > end:
-                        raise ValueError(f"header key length {n} past the block's end")
-                    kadd(data[pos:pos + n])
-                    pos += n
+                    k, pos = _bytes_at(data, pos, end, "header key")
+                    kadd(k)
                     branch = data[pos]
                     pos += 1
                     if branch == 2:  # zigzag 1: the string branch
-                        b = data[pos]
-                        if b < 0x80:
-                            n = (b >> 1) ^ -(b & 1)
-                            pos += 1
-                        else:
-                            n, pos = _long_at(data, pos)
-                        if n < 0 or pos + n > end:
-                            raise ValueError(f"header value length {n} past the block's end")
-                        vadd(data[pos:pos + n])
-                        pos += n
+                        v, pos = _bytes_at(data, pos, end, "header value")
+                        vadd(v)
                     elif branch == 0:
                         vadd(None)
                     else:
