@@ -116,3 +116,35 @@ def test_writer_objects_identical_whichever_path():
     w.close()
     assert a.getvalue() == b.getvalue()
     assert a.getvalue().count(b"\n") == len(raws)
+
+
+def test_every_double_bit_pattern_and_big_ints_byte_identical():
+    """orjson writes |x| < 1e-4 differently from repr (0.0000… / e-N): those, and integers beyond 64 bits (which
+    orjson reads as floats), must never be copied on orjson's word."""
+    import struct
+
+    import orjson
+
+    rnd = random.Random(11)
+    toks = []
+    for _ in range(20000):
+        f = struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0]
+        if f == f and abs(f) != float("inf"):
+            toks += [repr(f), orjson.dumps(f).decode()]
+    toks += [orjson.dumps(x).decode() for x in (1e-5, 9.99e-5, 1.5e-7, 5e-324, 1e16, 1e-4)]
+    toks += [str(2 ** 64), str(-(2 ** 63) - 1), str(2 ** 64 - 1), str(10 ** 30)]
+    for tok in toks:
+        raw = f'{{"x":{tok},"s":"e-5"}}'.encode()
+        assert value_lines([raw]) == [reencoded(raw)], tok
+
+
+def test_canonical_values_take_the_orjson_check(monkeypatch):
+    """The json-module check (regex, then a parse) is only for what orjson cannot vouch for."""
+    import lakesink.objects.formats.json as jf
+
+    def untouched(text):
+        raise AssertionError(f"json-module path taken for {text!r}")
+
+    monkeypatch.setattr(jf, "_CANONICAL", untouched)
+    fast = [raw for raw in COPIED if b"12345678901234567890123" not in raw]  # a big int: the slow path
+    assert value_lines(fast) == [raw.decode("utf-8") for raw in fast]
