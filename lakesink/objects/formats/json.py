@@ -167,12 +167,9 @@ except ImportError:  # pragma: no cover - a dependency; without it the regex che
 #: writes): |x| < 1e-4, written ``0.0000…`` or ``…e-N`` with a one-digit exponent (repr: ``…e-0N``). A text
 #: holding either anywhere (strings included: a false alarm only costs the slower check) is not copied on
 #: orjson's word. Checked over 1.3M random doubles and the boundaries (tests/unit/test_json_copy.py).
+#: (:func:`value_lines` tests ``b"0.0000"`` and ``b"e-"`` as substrings first: a regex scan of every value costs
+#: more than the whole orjson round trip.)
 _ORJSON_E = re.compile(rb"[0-9]e-[0-9](?![0-9])").search
-
-
-def _orjson_diverges(raw: bytes) -> bool:
-    # substring tests first: a regex scan of every value costs more than the whole orjson round trip
-    return b"0.0000" in raw or (b"e-" in raw and _ORJSON_E(raw) is not None)
 
 
 def value_lines(raws: Sequence[bytes]) -> list[str]:
@@ -182,14 +179,14 @@ def value_lines(raws: Sequence[bytes]) -> list[str]:
     or cannot be written (NaN/Infinity), so the caller hands the batch to the record path.
 
     A value is canonical when orjson's serialisation of its parse is the value itself and holds no number form
-    where orjson and :data:`compact_json` differ (:func:`_orjson_diverges`): then ``compact_json`` of the parse
+    where orjson and :data:`compact_json` differ (``0.0000`` or :data:`_ORJSON_E`): then ``compact_json`` of the parse
     is the value too. Anything else (whitespace, escapes, duplicate keys, integers beyond 64 bits -- which
     orjson reads as floats --, those number forms) takes the json-module path: the :data:`_CANONICAL` token
     check, else parse and re-encode."""
     out = []
     append = out.append
     canonical = _CANONICAL
-    oloads, odumps, diverges = _orjson_loads, _orjson_dumps, _orjson_diverges
+    oloads, odumps, exp = _orjson_loads, _orjson_dumps, _ORJSON_E
     for raw in raws:
         if not isinstance(raw, bytes):
             raw = bytes(raw)
@@ -199,7 +196,8 @@ def value_lines(raws: Sequence[bytes]) -> list[str]:
             except ValueError:  # orjson.JSONDecodeError: the json module decides (and names the problem)
                 pass
             else:
-                if v is not None and odumps(v) == raw and not diverges(raw):
+                if v is not None and odumps(v) == raw and b"0.0000" not in raw and (
+                        b"e-" not in raw or exp(raw) is None):
                     append(raw.decode("utf-8"))
                     continue
         text = raw.decode("utf-8")
