@@ -231,6 +231,11 @@ def get_spark(
                 "spark.sql.warehouse.dir": local_warehouse_dir(),
                 "spark.sql.shuffle.partitions": "4",
                 "spark.databricks.delta.snapshotPartitions": "4"}
+    if master.startswith("local"):
+        from lakesink.executor.pydaemon import MODULE
+
+        # workers import the installed pyspark's bytecode, not pyspark.zip's source (lakesink.executor.pydaemon)
+        settings["spark.python.daemon.module"] = MODULE
     if s3 is not None:
         settings.update({f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()})
     settings.update({key: str(value) for key, value in (conf or {}).items()})

@@ -1,0 +1,60 @@
+"""Spark's Python daemon (``spark.python.daemon.module``), run with the installed pyspark's compiled bytecode.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on its Python workers' path, and a module imported from
+a zip is compiled from source in every worker process (the zip holds no bytecode): ~0.9 s of CPU for
+``pyspark.worker`` alone on this project's machine (0.2 s from an installed pyspark), spent by each new worker
+before its first record, and more for the ``pyspark.sql`` modules a task's closure imports. When the very same
+pyspark version is installed next to lakesink (``pip install lakesink`` brings it, with bytecode), this daemon
+takes the zip off ``sys.path`` and runs pyspark's own daemon, whose forked workers then import compiled modules.
+With no installed pyspark, or another version, it changes nothing.
+
+:func:`lakesink.spark.get_spark` sets it for the local sessions it creates (where lakesink is importable by the
+workers' interpreter by construction); cluster sessions keep their own daemon.
+"""
+from __future__ import annotations
+
+import sys
+import zipfile
+from importlib.machinery import PathFinder
+from pathlib import Path
+
+#: what ``spark.python.daemon.module`` names
+MODULE = "lakesink.executor.pydaemon"
+
+
+def _version_text(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("__version__"):
+            return line.split("=", 1)[1].strip().strip("'\"")
+    return None
+
+
+def installed_pyspark_path(path: list[str]) -> list[str] | None:
+    """``path`` without its pyspark zip, when the pyspark found there instead is the zip's version; else None."""
+    zips = [p for p in path if p.endswith("pyspark.zip")]
+    if not zips:
+        return None
+    rest = [p for p in path if p not in zips]
+    spec = PathFinder.find_spec("pyspark", rest)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        installed = _version_text((Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text())
+        with zipfile.ZipFile(zips[0]) as z:
+            zipped = _version_text(z.read("pyspark/version.py").decode())
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    return rest if installed is not None and installed == zipped else None
+
+
+def main() -> None:
+    better = installed_pyspark_path(sys.path)
+    if better is not None:
+        sys.path[:] = better
+    from pyspark.daemon import manager  # after the path change: pyspark and what it imports, compiled
+
+    manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""lakesink.executor.pydaemon: Spark's Python daemon with the installed pyspark (bytecode) instead of pyspark.zip
+(source compiled in every worker), only when both are the same version."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pyspark
+
+from lakesink.executor.pydaemon import installed_pyspark_path
+
+ZIP = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
+
+
+def test_the_zip_gives_way_to_the_same_installed_version():
+    site = str(Path(pyspark.__file__).parent.parent)
+    path = [str(ZIP), "/nowhere", site]
+    assert installed_pyspark_path(path) == ["/nowhere", site]
+
+
+def test_nothing_changes_without_a_zip_or_for_another_version(tmp_path):
+    site = str(Path(pyspark.__file__).parent.parent)
+    assert installed_pyspark_path([site]) is None
+    other = tmp_path / "pyspark.zip"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("pyspark/__init__.py", "")
+        z.writestr("pyspark/version.py", '__version__: str = "0.0.1"\n')
+    assert installed_pyspark_path([str(other), site]) is None
+    assert installed_pyspark_path([str(ZIP), str(tmp_path / "empty")]) is None  # no installed pyspark
+
+
+def test_a_worker_imports_compiled_pyspark(tmp_path):
+    """What the daemon's workers get: with the zip first on PYTHONPATH, as Spark sets it, pyspark comes from the
+    installed package after the daemon's path change."""
+    code = ("import sys; from lakesink.executor.pydaemon import installed_pyspark_path; "
+            "sys.path[:] = installed_pyspark_path(sys.path) or sys.path; import pyspark.worker; "
+            "print(pyspark.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": f"{ZIP}:{Path(__file__).parents[2]}", "PATH": "/usr/bin:/bin"}).stdout
+    assert "pyspark.zip" not in out and out.strip().endswith("pyspark/__init__.py")
