@@ -607,27 +607,25 @@ class _Columns(NamedTuple):
 def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> list[bytes | None]:
     """The keys of the ``.keys`` side file, as record bytes (see the module docstring)."""
     kname = getattr(keys_format, "name", "")
-    if kname == "avro" and key_decoder == "avro":  # wire-format Avro keys: framed again with their schema id
-        key, data = _read_bytes(store, obj, RecordView.KEYS)
-        try:
-            framed = _wire_framed_keys(data)
-        except (ValueError, LookupError, EOFError, TypeError) as e:
-            raise _corrupt(store, key, keys_format, e) from e
-        if framed is not None:
-            _check_count(store, key, len(framed), obj)
-            return framed
-    if kname == "avro" and key_decoder != "json":  # bytes/string keys files: read a column at a time
-        from lakesink.objects.formats.avro import read_bytes_column
+    if kname != "avro" or key_decoder == "json":
+        return [_key_bytes(k, key_decoder, kname) for k in _read_view(store, keys_format, obj, RecordView.KEYS)]
+    from lakesink.objects.formats.avro import read_bytes_column
 
-        key, data = _read_bytes(store, obj, RecordView.KEYS)
-        try:
-            raw = read_bytes_column(io.BytesIO(data))
-        except (ValueError, LookupError, EOFError, TypeError) as e:
-            raise _corrupt(store, key, keys_format, e) from e
-        if raw is not None:
-            _check_count(store, key, len(raw), obj)
-            return raw
-    return [_key_bytes(k, key_decoder, kname) for k in _read_view(store, keys_format, obj, RecordView.KEYS)]
+    key, data = _read_bytes(store, obj, RecordView.KEYS)
+    try:
+        # wire-format Avro keys framed again with their schema id; bytes/string keys read a column at a time;
+        # anything else (older archives of decoded keys) as the format reads it
+        keys = _wire_framed_keys(data) if key_decoder == "avro" else None
+        if keys is None:
+            keys = read_bytes_column(io.BytesIO(data))
+        if keys is None:
+            keys = [_key_bytes(k, key_decoder, kname) for k in keys_format.read(io.BytesIO(data), RecordView.KEYS)]
+    except LakesinkError:
+        raise
+    except (ValueError, LookupError, EOFError, TypeError) as e:
+        raise _corrupt(store, key, keys_format, e) from e
+    _check_count(store, key, len(keys), obj)
+    return keys
 
 
 def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
