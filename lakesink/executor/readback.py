@@ -44,7 +44,7 @@ import datetime as dt
 import io
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgumentError, LakesinkError,
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
@@ -389,15 +389,22 @@ def _key_bytes(v: Any, key_decoder: str, keys_format: str) -> bytes | None:
 
 
 def _read_view(store, fmt, obj: ArchivedObject, view: RecordView) -> list[Any]:
+    return _decode_view(store, fmt, obj, view, lambda data: list(fmt.read(io.BytesIO(data), view)))
+
+
+def _decode_view(store, fmt, obj: ArchivedObject, view: RecordView, decode: Callable[[bytes], Any],
+                 count: Callable[[Any], int] = len) -> Any:
+    """``decode`` of one view's bytes (read once, ETag-checked): a decoding failure is a CorruptObjectError
+    naming the file, and ``count`` of the result must be the row's record count."""
     key, data = _read_bytes(store, obj, view)
     try:
-        values = list(fmt.read(io.BytesIO(data), view))
+        out = decode(data)
     except LakesinkError:
         raise
     except (ValueError, LookupError, EOFError, TypeError) as e:
         raise _corrupt(store, key, fmt, e) from e
-    _check_count(store, key, len(values), obj)
-    return values
+    _check_count(store, key, count(out), obj)
+    return out
 
 
 def read_metadata(store, obj: ArchivedObject):
@@ -558,12 +565,11 @@ def read_record_batch(store, fmt, obj: ArchivedObject, schema: Any, *, keys_form
     n = c.n
     h = c.headers
     htype = schema.field("headers").type
-    hkeys = pa.array(h.keys, pa.binary() if h.keys and isinstance(h.keys[0], bytes) else pa.string())
-    hkeys = hkeys.cast(pa.string())  # UTF-8 (checked by _read_headers)
+    hkeys = h.key_array if h.key_array is not None else pa.array([], pa.string())
     hvalues = pa.StructArray.from_arrays([hkeys, pa.array(h.values, pa.binary())],
                                          fields=list(htype.value_type))
     cols = [
-        pa.array([obj.topic] * n, pa.string()) if n else pa.array([], pa.string()),
+        pa.array([obj.topic] * n, pa.string()),
         pa.array([obj.kafka_partition] * n, pa.int32()),
         pa.array(c.offs, pa.int64()),
         pc.multiply(pa.array(c.tss, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
@@ -582,12 +588,13 @@ class _HeaderColumns(NamedTuple):
     """Headers of an object's records, flattened: record i's are ``keys``/``values`` ``[offsets[i]:offsets[i+1]]``."""
 
     offsets: list[int]
-    keys: list[str] | list[bytes]  # bytes: UTF-8, decoded by pairs()
+    keys: list[bytes]  # UTF-8
     values: list[bytes | None]
+    key_array: Any = None  # ``keys`` as a pyarrow string array (its UTF-8 checked)
 
     def pairs(self, i: int) -> list[tuple[str, bytes | None]]:
         a, b = self.offsets[i], self.offsets[i + 1]
-        return [(k if isinstance(k, str) else k.decode("utf-8"), v) for k, v in zip(self.keys[a:b], self.values[a:b])]
+        return [(k.decode("utf-8"), v) for k, v in zip(self.keys[a:b], self.values[a:b])]
 
 
 class _Columns(NamedTuple):
@@ -607,50 +614,41 @@ class _Columns(NamedTuple):
 def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> list[bytes | None]:
     """The keys of the ``.keys`` side file, as record bytes (see the module docstring)."""
     kname = getattr(keys_format, "name", "")
-    if kname != "avro" or key_decoder == "json":
-        return [_key_bytes(k, key_decoder, kname) for k in _read_view(store, keys_format, obj, RecordView.KEYS)]
-    from lakesink.objects.formats.avro import read_bytes_column
 
-    key, data = _read_bytes(store, obj, RecordView.KEYS)
-    try:
-        # wire-format Avro keys framed again with their schema id; bytes/string keys read a column at a time;
-        # anything else (older archives of decoded keys) as the format reads it
-        keys = _wire_framed_keys(data) if key_decoder == "avro" else None
-        if keys is None:
-            keys = read_bytes_column(io.BytesIO(data))
-        if keys is None:
-            keys = [_key_bytes(k, key_decoder, kname) for k in keys_format.read(io.BytesIO(data), RecordView.KEYS)]
-    except LakesinkError:
-        raise
-    except (ValueError, LookupError, EOFError, TypeError) as e:
-        raise _corrupt(store, key, keys_format, e) from e
-    _check_count(store, key, len(keys), obj)
-    return keys
+    def decode(data: bytes) -> list[bytes | None]:
+        if kname == "avro" and key_decoder != "json":
+            from lakesink.objects.formats.avro import read_bytes_column
+
+            # wire-format Avro keys framed again with their schema id; bytes/string keys a column at a time
+            keys = _wire_framed_keys(data) if key_decoder == "avro" else None
+            if keys is None:
+                keys = read_bytes_column(io.BytesIO(data))
+            if keys is not None:
+                return keys
+        return [_key_bytes(k, key_decoder, kname) for k in keys_format.read(io.BytesIO(data), RecordView.KEYS)]
+
+    return _decode_view(store, keys_format, obj, RecordView.KEYS, decode)
 
 
 def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
-    """The ``.headers`` side file's headers (values as UTF-8 bytes, or None)."""
-    if getattr(headers_format, "name", "") == "avro":  # lakesink's headers schema: read a column at a time
-        from lakesink.objects.formats.avro import read_headers_columns
+    """The ``.headers`` side file's headers (keys checked as UTF-8 once, values as UTF-8 bytes, or None)."""
+    import pyarrow as pa
 
-        key, data = _read_bytes(store, obj, RecordView.HEADERS)
-        try:
+    def decode(data: bytes) -> _HeaderColumns:
+        cols = None
+        if getattr(headers_format, "name", "") == "avro":  # lakesink's headers schema: a column at a time
+            from lakesink.objects.formats.avro import read_headers_columns
+
             cols = read_headers_columns(io.BytesIO(data))
-        except (ValueError, LookupError, EOFError, TypeError, UnicodeDecodeError) as e:
-            raise _corrupt(store, key, headers_format, e) from e
-        if cols is not None:
-            _check_count(store, key, len(cols[0]) - 1, obj)
-            import pyarrow as pa
+        if cols is None:
+            offsets, keys, values = [0], [], []
+            for hs in headers_format.read(io.BytesIO(data), RecordView.HEADERS):
+                for hk, hv in hs:
+                    keys.append(hk.encode("utf-8"))
+                    values.append(None if hv is None else hv.encode("utf-8"))
+                offsets.append(len(keys))
+            cols = (offsets, keys, values)
+        # the keys as one Arrow string array: UTF-8 checked in one pass (pa.ArrowInvalid is a ValueError)
+        return _HeaderColumns(*cols, pa.array(cols[1], pa.binary()).cast(pa.string()))
 
-            try:  # header keys are Avro strings: UTF-8, checked here in one pass (decoded when used)
-                pa.array(cols[1], pa.binary()).cast(pa.string())
-            except pa.ArrowInvalid as e:
-                raise _corrupt(store, key, headers_format, e) from e
-            return _HeaderColumns(*cols)
-    offsets, keys, values = [0], [], []
-    for hs in _read_view(store, headers_format, obj, RecordView.HEADERS):
-        for hk, hv in hs:
-            keys.append(hk)
-            values.append(None if hv is None else hv.encode("utf-8"))
-        offsets.append(len(keys))
-    return _HeaderColumns(offsets, keys, values)
+    return _decode_view(store, headers_format, obj, RecordView.HEADERS, decode, lambda h: len(h.offsets) - 1)
