@@ -378,11 +378,15 @@ def ceiling_read(spark, servers: str, topic: str, ends: dict[int, int]) -> float
         import pyarrow as pa
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+        from lakesink.executor.kafka_reader import FETCH_QUEUE_BACKOFF_MS
+
         n = 0
         for b in batches:
             for t, p, start, end in zip(*(b.column(i).to_pylist() for i in range(4))):
+                # the direct reader's fetch.queue.backoff.ms: librdkafka's 1 s default idles a reader this fast
                 c = Consumer({"bootstrap.servers": servers, "group.id": "bench-ceiling", "enable.auto.commit": False,
-                              "enable.partition.eof": True, "fetch.max.bytes": 64 << 20})
+                              "enable.partition.eof": True, "fetch.max.bytes": 64 << 20,
+                              "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS})
                 c.assign([TopicPartition(t, p, start)])
                 off, deadline = start, time.monotonic() + 300
                 while off < end and time.monotonic() < deadline:

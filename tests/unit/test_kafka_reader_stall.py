@@ -11,7 +11,8 @@ from confluent_kafka import KafkaError
 
 from lakesink.config import SinkConfig
 from lakesink.errors import KafkaReadError
-from lakesink.executor.kafka_reader import read_range
+from lakesink.executor.kafka_reader import (FETCH_QUEUE_BACKOFF_MS, POLL_TIMEOUT_S, consumer_config, read_range,
+                                          record_offsets)
 
 
 class _Msg:
@@ -80,3 +81,62 @@ def test_the_deadline_key_reaches_config_with_a_bounded_default():
     cfg = SinkConfig.from_dict({**base, "kafka.retry.deadline.ms": "5000"})
     assert cfg.kafka_retry_deadline_ms == 5000
     assert "retry.deadline.ms" not in cfg.kafka_options  # never handed to librdkafka or Spark's consumer
+
+
+class _CountingConsumer(_ScriptedConsumer):
+    """Records each ``consume`` call's timeout; an unscripted call blocks for its whole timeout, as librdkafka's
+    batch consume does when fewer messages than asked are queued."""
+
+    def __init__(self, script: list[list[_Msg]]):
+        super().__init__(script, idle=[], pause_s=0)
+        self.timeouts: list[float] = []
+
+    def consume(self, num_messages: int, timeout: float):
+        self.timeouts.append(timeout)
+        if not self.script:
+            time.sleep(timeout)
+        return super().consume(num_messages, timeout)
+
+
+def test_the_read_ends_with_the_record_at_end_minus_one_without_waiting_for_an_eof_event():
+    # before: one more consume call waited for the partition-EOF event, a full second per range
+    consumer = _CountingConsumer([[_Msg(0), _Msg(1), _Msg(2), _Msg(3)]])
+    batches = list(read_range({}, "t", 0, 0, 4, consumer_factory=lambda conf: consumer))
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 1, 2, 3]
+    assert len(consumer.timeouts) == 1 and consumer.closed
+
+
+def test_a_range_ending_on_a_marker_waits_for_eof_in_short_polls():
+    # offset 3 is a transaction marker: the read needs the EOF event, and waits for it a short poll at a time
+    consumer = _CountingConsumer([[_Msg(0), _Msg(1), _Msg(2)], [], [_eof(4)]])
+    batches = list(read_range({}, "t", 0, 0, 4, consumer_factory=lambda conf: consumer))
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 1, 2]
+    assert len(consumer.timeouts) == 3
+    assert max(consumer.timeouts) == POLL_TIMEOUT_S <= 0.1
+
+
+def test_the_fetch_queue_backoff_is_short_unless_the_config_sets_it():
+    assert consumer_config({"bootstrap.servers": "b"}, "g")["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS <= 100
+    assert consumer_config({"bootstrap.servers": "b", "fetch.queue.backoff.ms": "200"}, "g")[
+        "fetch.queue.backoff.ms"] == "200"
+
+
+def test_record_offsets_takes_only_records_in_order_from_the_position():
+    assert record_offsets([_Msg(5), _Msg(6), _Msg(9)], 5) == [5, 6, 9]
+    assert record_offsets([_Msg(5), _eof(6)], 5) is None  # an event: the per-message loop handles it
+    assert record_offsets([_Msg(5), _Msg(5)], 5) is None  # not ascending
+    assert record_offsets([_Msg(4), _Msg(5)], 5) is None  # before the position
+    assert record_offsets([], 0) is None
+
+
+def test_records_past_the_end_in_one_answer_are_never_taken():
+    consumer = _CountingConsumer([[_Msg(i) for i in range(2, 9)]])
+    batches = list(read_range({}, "t", 0, 2, 6, consumer_factory=lambda conf: consumer))
+    assert [o for b in batches for o in b.column("offset").to_pylist()] == [2, 3, 4, 5]
+    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v"] * 4
+
+
+def test_an_offset_the_broker_repeats_is_named():
+    consumer = _CountingConsumer([[_Msg(0), _Msg(1)], [_Msg(1), _Msg(2)]])
+    with pytest.raises(KafkaReadError, match=r"^t-0: the broker returned offset 1 after 1$"):
+        list(read_range({}, "t", 0, 0, 4, consumer_factory=lambda conf: consumer))
