@@ -40,6 +40,7 @@ from lakesink import registry
 from lakesink.errors import DecodeError, InvalidArgumentError, SchemaError, SchemaNotFoundError
 from lakesink.objects.records import ValueSchema
 from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
+from lakesink.schemas.avro_check import check_datums
 from lakesink.schemas.registry import (STRATEGIES, RegisteredSchema, RegistryClient, RegistrySettings,
                                        canonical_strategy, shared_client, subject_name)
 
@@ -304,15 +305,25 @@ class AvroDecoder(Decoder):
         return value, vs
 
 
-    def wire_run(self, raws: Sequence[bytes], topic: str, partition: int, offset: int) -> ValueSchema | None:
-        """The registry schema of ``raws`` when they are Confluent wire-format values that all carry ONE
-        schema id and are each exactly one datum of it (what the record path decodes, then copies after
-        the 5-byte prefix); None otherwise (several ids, a null, a bad prefix, an unknown id, a datum that
-        does not decode or has bytes after it): such values take the record path, which names the record."""
-        if not self.wire_format or self._fixed is not None or not raws or raws[0] is None:
+    def wire_run(self, raws: Any, topic: str, partition: int, offset: int) -> ValueSchema | None:
+        """The registry schema of ``raws`` (bytes, or an Arrow binary array) when they are Confluent wire-format
+        values that all carry ONE schema id and are each exactly one datum of it (what the record path decodes,
+        then copies after the 5-byte prefix); None otherwise (several ids, a null, a bad prefix, an unknown id,
+        a datum that does not decode or has bytes after it): such values take the record path, which names the
+        record. The datums are checked a column at a time (:func:`~lakesink.schemas.avro_check.check_datums`),
+        or decoded one by one for a schema that check does not walk."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.wire_format or self._fixed is not None or not len(raws):
             return None
-        prefix = raws[0][:5]
+        values = raws if isinstance(raws, pa.Array) else pa.array(raws, pa.binary())
+        if values.null_count:
+            return None
+        prefix = values[0].as_py()[:5]
         if len(prefix) < 5 or prefix[0] != 0:
+            return None
+        if not pc.all(pc.equal(pc.binary_slice(values, 0, 5), pa.scalar(prefix, values.type))).as_py():
             return None
         sid = int.from_bytes(prefix[1:5], "big")
         entry = self._by_id.get((sid, topic))
@@ -322,19 +333,31 @@ class AvroDecoder(Decoder):
             except DecodeError:
                 return None
         vs, parsed = entry
+        verdict = check_datums(values, parsed, skip=5)
+        if verdict is None:
+            verdict = self._each_one_datum(values.to_pylist(), parsed, 5)
+        return vs if verdict else None
+
+    def check_fixed(self, values: Any) -> bool | None:
+        """With a fixed ``schema`` and bare datums: whether every value of the Arrow binary array ``values`` is
+        exactly one datum of it (True/False); None when the schema holds types the column check does not walk,
+        or the values are wire-framed (decode instead)."""
+        if self._fixed is None or self.wire_format:
+            return None
+        return check_datums(values, self._fixed[1])
+
+    def _each_one_datum(self, raws: Sequence[bytes], parsed: Any, skip: int) -> bool:
         read, BytesIO = self._read, io.BytesIO
         for raw in raws:
-            if raw is None or raw[:5] != prefix:
-                return None
             buf = BytesIO(raw)
-            buf.seek(5)
+            buf.seek(skip)
             try:
                 read(buf, parsed, None)
             except Exception:  # noqa: BLE001 - the record path names the record and the reason
-                return None
+                return False
             if buf.tell() != len(raw):
-                return None
-        return vs
+                return False
+        return True
 
     def decode_many(self, raws, topic, partition, offsets, errors="raise"):
         """:meth:`decode` per record in one loop; any record that is not a clean datum is handed

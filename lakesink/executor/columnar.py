@@ -9,10 +9,12 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
 * ``avro``  — bare Avro values (fixed ``value.schema``, no wire header), format avro: the datums,
   copied into container blocks. Each must be exactly one datum of the schema; Spark checks it in
   the JVM while reading (``to_avro(from_avro(value)) = value``: a canonical datum with nothing
-  after it), far cheaper than decoding in Python;
+  after it), far cheaper than decoding in Python; under the direct reader (no JVM column) the whole
+  Arrow column is walked against the schema at once (:mod:`lakesink.schemas.avro_check`);
 * ``avro_wire`` — Confluent wire-format Avro values resolved through the Schema Registry, format avro:
-  an Arrow batch whose values all carry one schema id and are each exactly one datum of it (checked in
-  Python with the record path's own reader) is a run of that registry schema; its datums, after the
+  an Arrow batch whose values all carry one schema id and are each exactly one datum of it (the column
+  walked against the registry schema at once, :mod:`lakesink.schemas.avro_check`, or decoded with the
+  record path's own reader for a schema that walk does not take) is a run of that registry schema; its datums, after the
   5-byte prefix, are copied into container blocks as the record path copies them. A batch mixing schema
   ids, or a run whose schema is not the open file's (rotation, projection under
   ``schema.compatibility``), takes the record path;
@@ -82,12 +84,14 @@ class ColumnarPlan:
     kind: str  # bytes | avro | avro_wire | parquet | json
     schema_json: str | None = None  # avro, parquet: the value schema, for Spark's check and decode
     #: avro without the JVM's column (the direct reader): each batch's datums are checked in Python instead
+    #: (a column at a time, lakesink.schemas.avro_check)
     python_check: bool = False
 
     def for_direct_reader(self) -> "ColumnarPlan | None":
         """This plan for batches read by the executors themselves (no JVM columns): ``avro`` checks its
-        datums in Python (each exactly one datum of the schema, as the record path's decoder reads them;
-        the datums are then copied, as the record path copies them); ``parquet`` needs rows Spark
+        datums in Python (each exactly one datum of the schema: the column walked at once by
+        :mod:`lakesink.schemas.avro_check`, or decoded by the record path's decoder where that walk does not
+        go; the datums are then copied, as the record path copies them); ``parquet`` needs rows Spark
         decoded, so its records take the record path (None); the others need no JVM column."""
         if self.kind == "parquet":
             return None
@@ -156,7 +160,7 @@ class ColumnarPlan:
         if self.kind == "bytes":
             return values, None
         if self.kind == "avro_wire":
-            schema = decoder.wire_run(values.to_pylist(), topic, partition, offsets[0])
+            schema = decoder.wire_run(values, topic, partition, offsets[0])
             if schema is None:
                 return None
             # an explicit stop: binary_slice's default (INT64_MAX) overflows its output size estimate
@@ -167,10 +171,14 @@ class ColumnarPlan:
             if ok is None and self.python_check and self.kind == "avro":
                 from lakesink.errors import DecodeError
 
-                try:  # the record path's own decode: a bad datum goes there, which names it
-                    decoder.decode_many(values.to_pylist(), topic, partition, offsets)
-                except DecodeError:
-                    return None
+                verdict = decoder.check_fixed(values)  # the whole column at once
+                if verdict is None:
+                    try:  # the record path's own decode: a bad datum goes there, which names it
+                        decoder.decode_many(values.to_pylist(), topic, partition, offsets)
+                    except DecodeError:
+                        return None
+                elif not verdict:
+                    return None  # the record path names the datum at fault
                 return values, decoder.fixed_schema
             if ok is None or ok.null_count or not pc.all(ok).as_py():
                 return None

@@ -349,8 +349,8 @@ def grouped(records: Iterable[Any]) -> bool:
 
 
 def dropped_offsets(before: list[int], after: list[int]) -> list[int]:
-    """The offsets of ``before`` (ascending input offsets) that have no output in ``after`` (ascending output
-    offsets, repeated where one record made many): the records a transform dropped."""
+    """The offsets of ``before`` (ascending input offsets) that have no output in ``after`` (the output's offsets
+    in any order, repeated where one record made many): the records a transform dropped, ascending."""
     if len(after) == len(before) and after == before:
         return []
     kept = set(after)

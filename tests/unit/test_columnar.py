@@ -67,10 +67,13 @@ def batches(values, chunk, canonical=None, ts_null_at=None):
     return out
 
 
-def run(cfg, batch_list, columnar: bool, flush_tail: bool = True):
-    """(manifest rows, {key: bytes}) of one archive_partitions call, with or without the plan."""
+def run(cfg, batch_list, columnar: bool, flush_tail: bool = True, direct: bool = False):
+    """(manifest rows, {key: bytes}) of one archive_partitions call, with or without the plan (``direct``: the
+    plan as the direct reader runs it, no JVM columns)."""
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=flush_tail)
     plan = ColumnarPlan.for_config(cfg) if columnar else None
+    if plan is not None and direct:
+        plan = plan.for_direct_reader()
     n = sum(b.num_rows for b in batch_list)
     out = list(archive_partitions(iter(batch_list), cfg, ctx, {("t", 3): (10, 10 + n)}, plan))
     results = [decode_result(r) for r in out[0].column("row").to_pylist()] if out else []
@@ -250,6 +253,29 @@ def test_avro_batch_without_the_spark_check_is_decoded_record_by_record(tmp_path
     with pytest.raises(DecodeError, match="truncated or corrupt") as ei:
         run(config(tmp_path, "avro"), batches(values, 10, canonical=None), columnar=True)
     assert ei.value.offset == 15
+
+
+def test_direct_reader_avro_columns_are_checked_without_decoding_and_a_bad_datum_is_named(tmp_path, monkeypatch):
+    """The direct reader has no JVM check column: its batches are checked a column at a time
+    (lakesink.schemas.avro_check), not decoded, and still write the record path's objects; a batch holding
+    a bad datum goes to the record path, which names it."""
+    from lakesink.decoders import AvroDecoder
+
+    values = [avro_datum(i) for i in range(40)]
+    want = run(config(tmp_path / "r", "avro"), batches(values, 10), columnar=False)
+    decoded = []
+    original = AvroDecoder.decode_many
+    monkeypatch.setattr(AvroDecoder, "decode_many", lambda self, raws, *a, **k: decoded.append(len(raws)) or
+                        original(self, raws, *a, **k))
+    got = run(config(tmp_path / "d", "avro"), batches(values, 10), columnar=True, direct=True)
+    assert got == want
+    assert decoded == []  # no batch was decoded record by record
+
+    values[25] = values[25] + b"\x00"
+    with pytest.raises(DecodeError, match="trailing bytes") as ei:
+        run(config(tmp_path / "b", "avro"), batches(values, 10), columnar=True, direct=True)
+    assert ei.value.offset == 35
+    assert decoded == [10]  # only the bad datum's batch, by the record path
 
 
 # -------------------------------------------------------------------------------- rotation in bulk

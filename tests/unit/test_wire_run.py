@@ -6,6 +6,7 @@ import json
 import struct
 import uuid
 
+import pyarrow as pa
 import pytest
 
 from lakesink.decoders import create_decoder
@@ -47,10 +48,29 @@ def test_one_id_run_gives_the_decoders_own_schema(wire):
     lambda raws, other: [raws[0][:1] + struct.pack(">I", 4242) + raws[0][5:]],  # unknown id
     lambda raws, other: raws[:1] + [None],                  # tombstone
 ])
-def test_anything_else_goes_to_the_record_path(wire, spoil):
+@pytest.mark.parametrize("arrow", [False, True], ids=["bytes", "arrow"])
+def test_anything_else_goes_to_the_record_path(wire, spoil, arrow):
     url, make = wire
     raws, other = make([{"id": i} for i in range(3)]), make([{"id": 9, "s": "x"}], V2)
-    assert create_decoder("avro", schema_registry_url=url).wire_run(spoil(raws, other), "t", 0, 0) is None
+    spoilt = spoil(raws, other)
+    values = pa.array(spoilt, pa.binary()) if arrow else spoilt
+    assert create_decoder("avro", schema_registry_url=url).wire_run(values, "t", 0, 0) is None
+
+
+LIST = {"type": "record", "name": "Node", "fields": [{"name": "v", "type": "long"},
+                                                     {"name": "next", "type": ["null", "Node"], "default": None}]}
+
+
+@pytest.mark.parametrize("schema", [V2, LIST], ids=["walked", "recursive-decoded"])
+def test_an_arrow_column_run_checked_whole_or_decoded(wire, schema):
+    url, make = wire
+    recs = [{"id": i, "s": "é" * i} for i in range(6)] if schema is V2 else [
+        {"v": i, "next": {"v": i + 1, "next": None}} for i in range(6)]
+    raws = make(recs, schema)
+    d = create_decoder("avro", schema_registry_url=url)
+    vs = d.wire_run(pa.array(raws, pa.binary()), "t", 0, 0)
+    assert vs is not None and vs.id == struct.unpack(">I", raws[0][1:5])[0]
+    assert d.wire_run(pa.array(raws[:3] + [raws[3] + b"\x00"] + raws[4:], pa.binary()), "t", 0, 0) is None
 
 
 def test_bare_avro_has_no_wire_runs():
