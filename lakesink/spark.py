@@ -10,6 +10,8 @@ Two modes, chosen by :func:`get_spark`:
   in local mode, or as ``spark.jars`` for another master (:func:`jar_conf`)
   (materialised by ``scripts/bootstrap``) -- Kafka source, Avro, Delta, S3A + AWS SDK;
 - the Delta SQL extension and catalog;
+- in local mode, the JVM class-data archive ``scripts/bootstrap`` builds (:mod:`lakesink.class_archive`), when
+  it is there, mapped by the driver JVM (its options go before any ``spark.driver.extraJavaOptions`` given);
 - ``spark.ui.enabled=false``, ``spark.sql.shuffle.partitions=4`` and
   ``spark.databricks.delta.snapshotPartitions=4`` (Delta's default 50 makes every log replay of a small
   table run 50 tasks) unless ``conf`` overrides them;
@@ -239,6 +241,12 @@ def get_spark(
     if s3 is not None:
         settings.update({f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()})
     settings.update({key: str(value) for key, value in (conf or {}).items()})
+    if master.startswith("local"):  # the driver JVM maps the classes of the class archive, when built
+        from lakesink.class_archive import driver_options
+
+        options = driver_options(jars, settings.get("spark.driver.extraJavaOptions", ""))
+        if options:
+            settings["spark.driver.extraJavaOptions"] = options
     launch_jvm_detached(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
