@@ -14,7 +14,9 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
   (exit, Spark shutdown).
 * ``plain Spark``: ``python bench/cold.py --plain-child …``: a fresh local[2] session with the same jars and
   S3A settings (``lakesink.spark.get_spark``), ``spark.read.format("kafka")`` over exactly the same offsets,
-  ``from_json`` of the value, ``.write.json`` to ``s3a://`` with ``maxRecordsPerFile`` = flush.size.
+  ``from_json`` of the value, ``.write.json`` to ``s3a://`` with ``maxRecordsPerFile`` = flush.size; without
+  lakesink's JVM class archive (``lakesink.class_archive``), as a plain Spark job runs, unless
+  ``--plain-class-archive``.
 
 Wall time is the subprocess's, from spawn to exit. CPU is the process tree's user+system time (driver, Spark
 JVM, Python workers), sampled from /proc every 0.2 s (the last 0.2 s of short-lived workers can be missed).
@@ -117,6 +119,9 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--flush-size", type=int, default=50_000)
+    ap.add_argument("--plain-class-archive", action="store_true",
+                    help="let the plain-Spark process map lakesink's JVM class archive too (default: it does not, "
+                         "as a plain Spark job would not)")
     ap.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--servers", help=argparse.SUPPRESS)
     ap.add_argument("--endpoint", help=argparse.SUPPRESS)
@@ -133,6 +138,8 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lakesink-cold-"))
     kafka, s3 = KafkaBroker(heap="1g"), S3Endpoint()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # a plain Spark job has no lakesink class archive (lakesink.class_archive) unless --plain-class-archive
+    plain_env = env if args.plain_class_archive else {**env, "LAKESINK_CLASS_ARCHIVE": "0"}
     try:
         kafka.start()
         s3.spawn(work / "s3.log")
@@ -162,13 +169,14 @@ def main(argv=None) -> int:
             pwall, pcpu, _ = run_measured([sys.executable, __file__, "--plain-child", "--servers", servers,
                                            "--endpoint", s3.endpoint_url, "--ends", json.dumps(ends),
                                            "--flush-size", str(args.flush_size),
-                                           "--out", f"s3a://{bench_sink.BUCKET}/plain-cold/{name}"], env)
+                                           "--out", f"s3a://{bench_sink.BUCKET}/plain-cold/{name}"], plain_env)
             log(f"run {run}: plain Spark {pwall:.1f} s, CPU {pcpu:.1f} s")
             rows.append({"lakesink_s": wall, "lakesink_cpu_s": cpu, "phases": phases, "plain_s": pwall,
                          "plain_cpu_s": pcpu})
         per_m = 1e6 / sum(ends.values())
         print(f"\nCold end-to-end, {sum(ends.values()):,} JSON records (~{value_bytes / sum(ends.values()):.0f} B), "
-              f"4 partitions, S3 endpoint, flush.size {args.flush_size:,}, local[2]")
+              f"4 partitions, S3 endpoint, flush.size {args.flush_size:,}, local[2]; plain Spark "
+              f"{'with' if args.plain_class_archive else 'without'} lakesink's class archive")
         print("| run | lakesink s | plain Spark s | vs plain Spark | lakesink CPU-s/M | plain CPU-s/M | lakesink phases (s) |")
         print("|---|---|---|---|---|---|---|")
         for i, r in enumerate(rows):
