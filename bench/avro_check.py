@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -23,19 +22,11 @@ import fastavro  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 import sink as bench_sink  # noqa: E402
+from json_copy import best  # noqa: E402
 
 from lakesink.decoders import create_decoder  # noqa: E402
 from lakesink.schemas.avro_check import check_datums  # noqa: E402
 from lakesink.schemas.avro import raw_parsed_schema  # noqa: E402
-
-
-def best(fn, repeat: int = 5) -> float:
-    out = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t)
-    return out
 
 
 def main(argv=None) -> int:
