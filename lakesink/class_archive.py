@@ -2,8 +2,8 @@
 
 A cold ``lakesink`` command spends seconds of its Spark start loading and verifying ~20,000 JVM classes
 (Spark, Delta, Hadoop, the AWS SDK). Java 17's dynamic CDS archive holds them pre-parsed: a local session
-started with ``-XX:SharedArchiveFile`` maps it instead (measured here: session 6.2 → 4.2-5.0 s, first job
-3.5 → 2.4 s). :func:`build` writes one by running a short session with ``-XX:ArchiveClassesAtExit``
+started with ``-XX:SharedArchiveFile`` maps it instead (measured by hand here: session 6.2 → 4.2-5.0 s, first
+job 3.5 → 2.4 s). :func:`build` writes one by running a short session with ``-XX:ArchiveClassesAtExit``
 (``scripts/bootstrap`` calls it; ``python -m lakesink.class_archive`` does the same), and
 :func:`lakesink.spark.get_spark` uses it for local masters when it is there.
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_BLOCK_ITEMS", "check_datums", "supported"]
+__all__ = ["MAX_BLOCK_ITEMS", "check_datums"]
 
 _VARINT_BYTES = {"int": 5, "long": 10}
 
@@ -69,11 +69,6 @@ def _primitive(name: str) -> tuple | None:
     if name in ("bytes", "string"):
         return (name,)
     return None  # a named-type reference, or not Avro
-
-
-def supported(schema: Any) -> bool:
-    """Whether :func:`check_datums` walks ``schema`` (a fastavro-parsed schema) rather than answering None."""
-    return _compile(schema) is not None
 
 
 #: arrays and maps are walked an item position at a time across all values: a block longer than this
