@@ -11,9 +11,9 @@ offset, ts`` and, when used, ``key``, ``topic``, ``headers``, ``ts_type``) to
 End of range: the reader stops once it holds the record at ``end - 1``, at the first record whose offset
 is ``>= end`` (never archived), or at a partition-EOF event whose offset (the broker's high watermark, or
 with ``read_committed`` the last stable offset) is ``>= end``: offsets the broker skips (transaction markers,
-aborted records under ``read_committed``, compaction gaps) never make it wait. An EOF *below* ``end`` means the broker no
-longer has the planned range (truncated, or the plan came from another log): the task fails. So does
-an offset-out-of-range (records deleted past ``start`` after planning; ``auto.offset.reset=error``),
+aborted records under ``read_committed``, compaction gaps) never make it wait. An EOF *below* ``end`` means
+the broker no longer has the planned range (truncated, or the plan came from another log): the task fails.
+So does an offset-out-of-range (records deleted past ``start`` after planning; ``auto.offset.reset=error``),
 any other partition error, and a read that makes no progress for :data:`STALL_TIMEOUT_S` (broker
 unreachable): each as one :class:`~lakesink.errors.KafkaReadError` line naming the topic-partition
 and the cause, so the batch commits nothing.
