@@ -115,6 +115,9 @@ def test_field_level_corruptions_fastavro_refuses_are_refused():
     assert check_datums(pa.array([negative_length]), SCHEMA) is False
     endless_varint = b"\xff" * 11 + base[1:]
     assert check_datums(pa.array([endless_varint]), SCHEMA) is False
+    huge_length = base[:2] + b"\xfe" + b"\xff" * 8 + b"\x01" + base[3:]  # 2**63 - 1: position + length wraps
+    assert not _fastavro_accepts(huge_length)
+    assert check_datums(pa.array([huge_length]), SCHEMA) is False
 
 
 def test_union_and_enum_indexes_out_of_range_are_refused():
