@@ -40,6 +40,7 @@ from lakesink import registry
 from lakesink.errors import DecodeError, InvalidArgumentError, SchemaError, SchemaNotFoundError
 from lakesink.objects.records import ValueSchema
 from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
+from lakesink.schemas.avro_arrow import decode_column
 from lakesink.schemas.avro_check import check_datums
 from lakesink.schemas.registry import (STRATEGIES, RegisteredSchema, RegistryClient, RegistrySettings,
                                        canonical_strategy, shared_client, subject_name)
@@ -345,6 +346,15 @@ class AvroDecoder(Decoder):
         if self._fixed is None or self.wire_format:
             return None
         return check_datums(values, self._fixed[1])
+
+    def decode_fixed_column(self, values: Any) -> Any:
+        """With a fixed ``schema`` and bare datums: the Arrow binary array ``values`` decoded into a pyarrow
+        Table in the Parquet file's Arrow types (:func:`~lakesink.schemas.avro_arrow.decode_column`); False
+        when a value is not exactly one datum the record path would write, None when the schema or the
+        column is not one that decoder takes, or the values are wire-framed (decode one by one instead)."""
+        if self._fixed is None or self.wire_format:
+            return None
+        return decode_column(values, self._fixed[1])
 
     def _each_one_datum(self, raws: Sequence[bytes], parsed: Any, skip: int) -> bool:
         read, BytesIO = self._read, io.BytesIO

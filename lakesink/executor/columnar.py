@@ -21,6 +21,8 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
 * ``parquet`` — bare Avro values, format parquet, a schema Spark decodes to exactly the values the
   record path writes (:func:`spark_decodes_alike`): Spark decodes them (``from_avro``) during the read,
   with the same canonical check, and the rows arrive as Arrow columns the writer casts to the file's schema;
+  under the direct reader (no JVM column) the whole Arrow column is decoded into Arrow columns at once
+  (:mod:`lakesink.schemas.avro_arrow`), as strict as the record path's decode;
 * ``json``  — ``value.decoder=json``, format json: each value parsed; one already in the form the
   writer would re-encode it to is copied, the others re-encoded by the record path's own calls
   (:func:`lakesink.objects.formats.json.value_lines`), without building records.
@@ -83,19 +85,19 @@ class ColumnarPlan:
 
     kind: str  # bytes | avro | avro_wire | parquet | json
     schema_json: str | None = None  # avro, parquet: the value schema, for Spark's check and decode
-    #: avro without the JVM's column (the direct reader): each batch's datums are checked in Python instead
-    #: (a column at a time, lakesink.schemas.avro_check)
+    #: avro and parquet without the JVM's columns (the direct reader): each batch's datums are checked in
+    #: Python instead (a column at a time: lakesink.schemas.avro_check; parquet: decoded by
+    #: lakesink.schemas.avro_arrow)
     python_check: bool = False
 
-    def for_direct_reader(self) -> "ColumnarPlan | None":
+    def for_direct_reader(self) -> "ColumnarPlan":
         """This plan for batches read by the executors themselves (no JVM columns): ``avro`` checks its
         datums in Python (each exactly one datum of the schema: the column walked at once by
         :mod:`lakesink.schemas.avro_check`, or decoded by the record path's decoder where that walk does not
-        go; the datums are then copied, as the record path copies them); ``parquet`` needs rows Spark
-        decoded, so its records take the record path (None); the others need no JVM column."""
-        if self.kind == "parquet":
-            return None
-        return dataclasses.replace(self, python_check=True) if self.kind == "avro" else self
+        go; the datums are then copied, as the record path copies them); ``parquet`` decodes the column
+        into Arrow columns in Python (:mod:`lakesink.schemas.avro_arrow`; a batch it does not decode takes
+        the record path); the others need no JVM column."""
+        return dataclasses.replace(self, python_check=True) if self.kind in ("avro", "parquet") else self
 
     @classmethod
     def for_config(cls, cfg) -> "ColumnarPlan | None":
@@ -168,6 +170,13 @@ class ColumnarPlan:
             return pc.binary_slice(values, 5, longest), schema
         if self.kind in ("avro", "parquet"):
             ok = columns.get(CANONICAL)
+            if ok is None and self.python_check and self.kind == "parquet":
+                table = decoder.decode_fixed_column(values)  # the whole column at once
+                if table is None or table is False:
+                    # a bad datum (False), or a schema or array block the decoder does not take (None): the
+                    # record path decodes the batch, and names the datum at fault
+                    return None
+                return table, decoder.fixed_schema
             if ok is None and self.python_check and self.kind == "avro":
                 from lakesink.errors import DecodeError
 

@@ -394,3 +394,39 @@ def test_parquet_row_groups_cut_like_the_record_path():
     assert [pq.ParquetFile(io.BytesIO(x.getvalue())).metadata.row_group(i).num_rows for x in (a,) for i in range(10)] \
         == [10] * 9 + [5]
     assert a.getvalue() == b.getvalue()
+
+
+def test_direct_reader_parquet_columns_are_decoded_at_once_and_a_bad_datum_is_named(tmp_path, monkeypatch):
+    """The direct reader has no JVM columns: a parquet batch's column is decoded into Arrow columns at once
+    (lakesink.schemas.avro_arrow), not record by record, and writes the record path's objects; a batch holding
+    a bad datum goes to the record path, which names it."""
+    from lakesink.decoders import AvroDecoder
+
+    extra = {"value.schema": json.dumps(SCHEMA)}
+    plan = ColumnarPlan.for_config(config(tmp_path / "p", "parquet", **extra)).for_direct_reader()
+    assert plan.kind == "parquet" and plan.python_check
+    dec = create_decoder("avro", schema=json.dumps(SCHEMA), wire_format=False)
+    values = [avro_datum(i) for i in range(40)]
+    batch = batches(values, 40)[0]
+    cols = {name: batch.column(name) for name in batch.schema.names}
+    table, vs = plan.payloads(cols, dec, "t", 3, list(range(10, 50)))
+    assert vs is dec.fixed_schema
+    assert table.to_pylist() == [fastavro.schemaless_reader(io.BytesIO(v), PARSED, None) for v in values]
+    bad = batches(values[:6] + [values[6] + b"\x00"] + values[7:], 40)[0]
+    cols = {name: bad.column(name) for name in bad.schema.names}
+    assert plan.payloads(cols, dec, "t", 3, list(range(10, 50))) is None
+
+    want = run(config(tmp_path / "r", "parquet", **extra), batches(values, 10), columnar=False)
+    decoded = []
+    original = AvroDecoder.decode_many
+    monkeypatch.setattr(AvroDecoder, "decode_many", lambda self, raws, *a, **k: decoded.append(len(raws)) or
+                        original(self, raws, *a, **k))
+    got = run(config(tmp_path / "d", "parquet", **extra), batches(values, 10), columnar=True, direct=True)
+    assert got == want and len(got[1]) == 40 // 7 + 1
+    assert decoded == []  # no batch was decoded record by record
+
+    values[25] = values[25] + b"\x00"
+    with pytest.raises(DecodeError, match="trailing bytes") as ei:
+        run(config(tmp_path / "b", "parquet", **extra), batches(values, 10), columnar=True, direct=True)
+    assert ei.value.offset == 35
+    assert decoded == [10]  # only the bad datum's batch, by the record path
