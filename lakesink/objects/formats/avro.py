@@ -408,20 +408,40 @@ def _is_headers_schema(schema: Any) -> bool:
         [("key", "string"), ("value", ["null", "string"])]
 
 
-def read_bytes_column(stream: BinaryIO) -> list[bytes] | None:
-    """The datums of an Avro file whose writer schema is ``"bytes"`` or ``"string"``, each as its raw bytes (a
-    string's UTF-8); None for any other schema (read it with :meth:`AvroFormat.read`)."""
+def read_bytes_array(stream: BinaryIO) -> Any:
+    """The datums of an Avro file whose writer schema is ``"bytes"`` or ``"string"``, as one pyarrow binary array
+    of their raw bytes (a string's UTF-8); None for any other schema (read it with :meth:`AvroFormat.read`).
+    Each block is scanned with numpy (:mod:`~lakesink.objects.formats.avro_scan`); a block the scan declines is
+    read datum by datum, which names what is wrong with it."""
+    import pyarrow as pa
+
+    from lakesink.objects.formats.avro_scan import bytes_block
+
     blocks = fastavro.block_reader(stream)
     if blocks.writer_schema not in ("bytes", "string", {"type": "bytes"}, {"type": "string"}):
         return None
-    out: list[bytes] = []
-    append = out.append
+    parts = []
     for block in blocks:
         data = block.bytes_.getvalue()
-        pos, end = 0, len(data)
-        for _ in range(block.num_records):
-            v, pos = _bytes_at(data, pos, end, "datum")
-            append(v)
+        arr = bytes_block(data, block.num_records)
+        parts.append(arr if arr is not None else pa.array(_bytes_datums(data, block.num_records), pa.binary()))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.binary())
+
+
+def read_bytes_column(stream: BinaryIO) -> list[bytes] | None:
+    """:func:`read_bytes_array` as a list of bytes."""
+    arr = read_bytes_array(stream)
+    return None if arr is None else arr.to_pylist()
+
+
+def _bytes_datums(data: bytes, count: int) -> list[bytes]:
+    """``count`` bytes/string datums of one block, one at a time."""
+    out: list[bytes] = []
+    append = out.append
+    pos, end = 0, len(data)
+    for _ in range(count):
+        v, pos = _bytes_at(data, pos, end, "datum")
+        append(v)
     return out
 
 
@@ -452,40 +472,69 @@ def _bytes_at(data: bytes, pos: int, end: int, what: str) -> tuple[bytes, int]:
     return data[pos:pos + n], pos + n
 
 
-def read_headers_columns(stream: BinaryIO) -> tuple[list[int], list[bytes], list[bytes | None]] | None:
-    """The headers of an Avro file with lakesink's headers schema, flattened: ``offsets`` (record i's headers are
-    ``keys[offsets[i]:offsets[i + 1]]`` and the same of ``values``), ``keys`` (UTF-8 bytes) and ``values`` (UTF-8
-    bytes, or None). None for any other schema (read it with :meth:`AvroFormat.read`)."""
+def read_headers_arrays(stream: BinaryIO) -> tuple[Any, Any, Any] | None:
+    """The headers of an Avro file with lakesink's headers schema, flattened: ``offsets`` (a numpy int64 array:
+    record i's headers are ``keys[offsets[i]:offsets[i + 1]]`` and the same of ``values``), ``keys`` (a pyarrow
+    binary array of UTF-8, unchecked) and ``values`` (binary, null for a null value). None for any other schema
+    (read it with :meth:`AvroFormat.read`). Blocks are scanned as :func:`read_bytes_array` scans them."""
+    import numpy as np
+    import pyarrow as pa
+
+    from lakesink.objects.formats.avro_scan import headers_block
+
     blocks = fastavro.block_reader(stream)
     if not _is_headers_schema(blocks.writer_schema):
         return None
+    offsets, keys, values = [np.zeros(1, np.int64)], [], []
+    base = 0
+    for block in blocks:
+        data = block.bytes_.getvalue()
+        cols = headers_block(data, block.num_records)
+        if cols is None:
+            o, k, v = _headers_datums(data, block.num_records)
+            cols = np.asarray(o, np.int64), pa.array(k, pa.binary()), pa.array(v, pa.binary())
+        offsets.append(cols[0][1:] + base)
+        base += int(cols[0][-1])
+        keys.append(cols[1])
+        values.append(cols[2])
+    empty = pa.array([], pa.binary())
+    return (np.concatenate(offsets), pa.concat_arrays(keys) if keys else empty,
+            pa.concat_arrays(values) if values else empty)
+
+
+def read_headers_columns(stream: BinaryIO) -> tuple[list[int], list[bytes], list[bytes | None]] | None:
+    """:func:`read_headers_arrays` as Python lists."""
+    cols = read_headers_arrays(stream)
+    return None if cols is None else (cols[0].tolist(), cols[1].to_pylist(), cols[2].to_pylist())
+
+
+def _headers_datums(data: bytes, count: int) -> tuple[list[int], list[bytes], list[bytes | None]]:
+    """``count`` headers datums of one block, one at a time: (offsets from 0, keys, values)."""
     offsets = [0]
     keys: list[bytes] = []
     values: list[bytes | None] = []
     kadd, vadd, oadd = keys.append, values.append, offsets.append
-    for block in blocks:
-        data = block.bytes_.getvalue()
-        end = len(data)
-        pos = 0
-        for _ in range(block.num_records):
-            while True:  # array blocks: a count (negative: followed by the block's byte size), items; 0 ends it
-                count, pos = _long_at(data, pos)
-                if count == 0:
-                    break
-                if count < 0:
-                    count = -count
-                    _size, pos = _long_at(data, pos)
-                for _i in range(count):
-                    k, pos = _bytes_at(data, pos, end, "header key")
-                    kadd(k)
-                    branch = data[pos]
-                    pos += 1
-                    if branch == 2:  # zigzag 1: the string branch
-                        v, pos = _bytes_at(data, pos, end, "header value")
-                        vadd(v)
-                    elif branch == 0:
-                        vadd(None)
-                    else:
-                        raise ValueError(f"header value union branch byte {branch} (expected 0 or 2)")
-            oadd(len(keys))
+    end = len(data)
+    pos = 0
+    for _ in range(count):
+        while True:  # array blocks: a count (negative: followed by the block's byte size), items; 0 ends it
+            n, pos = _long_at(data, pos)
+            if n == 0:
+                break
+            if n < 0:
+                n = -n
+                _size, pos = _long_at(data, pos)
+            for _i in range(n):
+                k, pos = _bytes_at(data, pos, end, "header key")
+                kadd(k)
+                branch = data[pos]
+                pos += 1
+                if branch == 2:  # zigzag 1: the string branch
+                    v, pos = _bytes_at(data, pos, end, "header value")
+                    vadd(v)
+                elif branch == 0:
+                    vadd(None)
+                else:
+                    raise ValueError(f"header value union branch byte {branch} (expected 0 or 2)")
+        oadd(len(keys))
     return offsets, keys, values
