@@ -352,15 +352,16 @@ def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
     return out
 
 
-def _values(fmt, data: bytes, obj: ArchivedObject, value_decoder: str | None) -> list[bytes]:
+def _values(fmt, data: bytes, obj: ArchivedObject, value_decoder: str | None) -> Any:
+    """The object's values as record bytes: a list, or a pyarrow binary array."""
     name = getattr(fmt, "name", None)
     if name == "bytearray":
         return [bytes(v) for v in fmt.read(io.BytesIO(data))]
     if name == "json":
-        lines = list(fmt.read_lines(io.BytesIO(data)))
         if value_decoder == "string":  # a string value was archived as a JSON string
+            lines = list(fmt.read_lines(io.BytesIO(data)))
             return [json.loads(x).encode("utf-8") if x[:1] == b'"' else x for x in lines]
-        return lines
+        return fmt.read_lines_array(io.BytesIO(data))
     if name == "blockgzip":
         return [line.encode("utf-8") for line in fmt.read(io.BytesIO(data))]
     if name == "avro":
@@ -408,7 +409,8 @@ def _decode_view(store, fmt, obj: ArchivedObject, view: RecordView, decode: Call
 
 
 def read_metadata(store, obj: ArchivedObject):
-    """The object's record metadata (offsets, timestamps, timestamp type ids), checked against the row:
+    """The object's record metadata as numpy arrays (offsets, timestamps (0 where null), present, type ids;
+    :meth:`~lakesink.objects.formats.metadata.MetadataFormat.read_arrays`), checked against the row:
     ``record_count`` records, the first and last offsets, ascending (repeated only where a transform made several
     records of one Kafka record: :mod:`lakesink.transforms`). None without a side file."""
     import numpy as np
@@ -418,11 +420,11 @@ def read_metadata(store, obj: ArchivedObject):
     if obj.side("metadata") is None:
         return None
     key, data = _read_bytes(store, obj, RecordView.METADATA)
-    md = MetadataFormat().read_columns(io.BytesIO(data))
-    _check_count(store, key, len(md), obj)
-    offs = md.offsets
-    if offs and (offs[0] != obj.first_offset or offs[-1] != obj.last_offset
-                 or (len(offs) > 1 and not bool(np.all(np.diff(np.asarray(offs, dtype=np.int64)) >= 0)))):
+    md = MetadataFormat().read_arrays(io.BytesIO(data))
+    offs = md[0]
+    _check_count(store, key, len(offs), obj)
+    if len(offs) and (offs[0] != obj.first_offset or offs[-1] != obj.last_offset
+                      or (len(offs) > 1 and not bool(np.all(np.diff(offs) >= 0)))):
         raise CorruptObjectError(f"{store.uri(key)}: offsets {offs[0]}..{offs[-1]} (ascending: no) disagree with the "
                                  f"manifest's {obj.first_offset}..{obj.last_offset}")
     return md
@@ -466,8 +468,11 @@ def _read_side(store, obj: ArchivedObject, view: str) -> tuple[str, bytes]:
 def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
                   key_decoder: str = "bytes", value_decoder: str | None = None,
                   offsets: str = "fail") -> "_Columns | None":
-    """What :func:`read_records` reads of one object (same arguments), as columns; None when the cut takes
-    nothing of it."""
+    """What :func:`read_records` reads of one object (same arguments), as Arrow columns; None when the cut
+    takes nothing of it."""
+    import numpy as np
+    import pyarrow as pa
+
     from lakesink.objects.formats.metadata import timestamp_type_name
 
     if offsets not in ("fail", "null"):
@@ -478,17 +483,19 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
     md = read_metadata(store, obj)
     n = obj.record_count
     if md is not None:
-        offs: list[int | None] = md.offsets
-        tss: list[int | None] = md.timestamps
-        names = {t: timestamp_type_name(t) for t in set(md.timestamp_types)}
-        types: list[str | None] = [names[t] for t in md.timestamp_types]
+        md_offs, md_ts, present, type_ids = md
+        offs = pa.array(md_offs, pa.int64())
+        tss = pa.array(md_ts, pa.int64(), mask=None if present.all() else ~present)
+        names = pa.array([timestamp_type_name(t) for t in (-1, 0, 1)], pa.string())
+        types = names.take(pa.array(type_ids + 1))
+        any_ts_missing = not present.all()
     else:
         offset_inside = ((cut.from_offset is None or obj.first_offset >= cut.from_offset)
                          and (cut.to_offset is None or obj.last_offset <= cut.to_offset))
         if obj.contiguous:
-            offs = list(range(obj.first_offset, obj.last_offset + 1))
+            offs = pa.array(np.arange(obj.first_offset, obj.last_offset + 1, dtype=np.int64))
         elif offsets == "null" and offset_inside:  # no offset bound falls inside the object: nulls are enough
-            offs = [None] * n
+            offs = pa.nulls(n, pa.int64())
         else:
             raise MissingRecordMetadataError(
                 f"{store.uri(obj.object_key)}: no record-metadata side file and its offsets are not contiguous "
@@ -498,18 +505,20 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
                 f"{store.uri(obj.object_key)}: no record-metadata side file, so its records' timestamps are unknown, "
                 f"and the time cut [{cut.from_ts}, {cut.to_ts}] may fall inside it (manifest timestamps "
                 f"{obj.min_timestamp_ms}..{obj.max_timestamp_ms})")
-        tss, types = [None] * n, [None] * n
+        tss, types, any_ts_missing = pa.nulls(n, pa.int64()), pa.nulls(n, pa.string()), True
     # the manifest's bounds take the whole object, unless a record of a metadata file lacks a timestamp
     # (outside any time cut); without metadata the bounds are all there is
-    if overlap is True and (md is None or not (cut.by_time and None in tss)):
-        keep: Sequence[int] = range(n)
-    else:
+    keep: list[int] | None = None
+    if not (overlap is True and (md is None or not (cut.by_time and any_ts_missing))):
         admits = cut.admits
-        keep = [i for i in range(n) if admits(offs[i], tss[i])]
-    if len(keep) < n and getattr(fmt, "name", None) == "blockgzip" and obj.side("index") is not None:
+        offs_l, tss_l = offs.to_pylist(), tss.to_pylist()
+        keep = [i for i in range(n) if admits(offs_l[i], tss_l[i])]
+        if len(keep) == n:
+            keep = None
+    if keep is not None and getattr(fmt, "name", None) == "blockgzip" and obj.side("index") is not None:
         if not keep:
             return None
-        values = read_blockgzip_positions(store, fmt, obj, keep)
+        values = pa.array(read_blockgzip_positions(store, fmt, obj, keep), pa.binary())
     else:
         key, data = _read_bytes(store, obj, RecordView.VALUE)
         try:
@@ -519,10 +528,14 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
         except (ValueError, LookupError, EOFError, TypeError) as e:
             raise _corrupt(store, key, fmt, e) from e
         _check_count(store, key, len(values), obj)
-    keys: list[bytes | None] = [None] * n
+        if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+            values = pa.array(values, pa.binary())
+    keys = pa.nulls(n, pa.binary())
     if keys_format is not None and obj.side("keys") is not None:
         keys = _read_keys(store, keys_format, obj, key_decoder)
-    headers = _HeaderColumns([0] * (n + 1), [], [])
+        if not isinstance(keys, pa.Array):
+            keys = pa.array(keys, pa.binary())
+    headers = _HeaderColumns.none(n)
     if headers_format is not None and obj.side("headers") is not None:
         headers = _read_headers(store, headers_format, obj)
     return _Columns(offs, tss, types, keys, values, headers, keep, n)
@@ -544,9 +557,11 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
     if c is None:
         return []
     topic, part = obj.topic, obj.kafka_partition
-    pairs = c.headers.pairs
-    return [RestoredRecord(topic, part, c.offs[i], c.tss[i], c.types[i], c.keys[i], c.values[i], pairs(i))
-            for i in c.keep]
+    pairs = c.headers.pairs()
+    offs, tss, types = c.offs.to_pylist(), c.tss.to_pylist(), c.types.to_pylist()
+    keys, values = c.keys.to_pylist(), c.values.to_pylist()
+    return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], pairs(i))
+            for i in (range(c.n) if c.keep is None else c.keep)]
 
 
 def read_record_batch(store, fmt, obj: ArchivedObject, schema: Any, *, keys_format=None, headers_format=None,
@@ -565,64 +580,77 @@ def read_record_batch(store, fmt, obj: ArchivedObject, schema: Any, *, keys_form
     n = c.n
     h = c.headers
     htype = schema.field("headers").type
-    hkeys = h.key_array if h.key_array is not None else pa.array([], pa.string())
-    hvalues = pa.StructArray.from_arrays([hkeys, pa.array(h.values, pa.binary())],
-                                         fields=list(htype.value_type))
+    hvalues = pa.StructArray.from_arrays([h.keys, h.values], fields=list(htype.value_type))
     cols = [
-        pa.array([obj.topic] * n, pa.string()),
-        pa.array([obj.kafka_partition] * n, pa.int32()),
-        pa.array(c.offs, pa.int64()),
-        pc.multiply(pa.array(c.tss, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(c.types, pa.string()),
-        pa.array(c.keys, pa.binary()),
-        pa.array(c.values, pa.binary()),
-        pa.ListArray.from_arrays(pa.array(h.offsets, pa.int32()), hvalues, type=htype),
+        pa.repeat(pa.scalar(obj.topic, pa.string()), n),
+        pa.repeat(pa.scalar(obj.kafka_partition, pa.int32()), n),
+        c.offs,
+        pc.multiply(c.tss, 1000).cast(pa.timestamp("us", tz="UTC")),
+        c.types,
+        c.keys,
+        c.values,
+        pa.ListArray.from_arrays(pa.array(h.offsets.astype("int32")), hvalues, type=htype),
     ]
     batch = pa.RecordBatch.from_arrays(cols, schema=schema)
-    if len(c.keep) < n:
-        batch = batch.take(pa.array(list(c.keep), pa.int64()))
+    if c.keep is not None:
+        batch = batch.take(pa.array(c.keep, pa.int64()))
     return batch
 
 
 class _HeaderColumns(NamedTuple):
     """Headers of an object's records, flattened: record i's are ``keys``/``values`` ``[offsets[i]:offsets[i+1]]``."""
 
-    offsets: list[int]
-    keys: list[bytes]  # UTF-8
-    values: list[bytes | None]
-    key_array: Any = None  # ``keys`` as a pyarrow string array (its UTF-8 checked)
+    offsets: Any  # numpy int64, one more than the records
+    keys: Any  # pyarrow string array (its UTF-8 checked)
+    values: Any  # pyarrow binary array, null for a null value
 
-    def pairs(self, i: int) -> list[tuple[str, bytes | None]]:
-        a, b = self.offsets[i], self.offsets[i + 1]
-        return [(k.decode("utf-8"), v) for k, v in zip(self.keys[a:b], self.values[a:b])]
+    @classmethod
+    def none(cls, n: int) -> "_HeaderColumns":
+        """``n`` records without headers."""
+        import numpy as np
+        import pyarrow as pa
+
+        return cls(np.zeros(n + 1, np.int64), pa.array([], pa.string()), pa.array([], pa.binary()))
+
+    def pairs(self) -> Callable[[int], list[tuple[str, bytes | None]]]:
+        """``pairs(i)``: record i's (key, value) list (the columns made Python lists once)."""
+        offsets, keys, values = self.offsets.tolist(), self.keys.to_pylist(), self.values.to_pylist()
+
+        def pairs(i: int) -> list[tuple[str, bytes | None]]:
+            a, b = offsets[i], offsets[i + 1]
+            return list(zip(keys[a:b], values[a:b]))
+
+        return pairs
 
 
 class _Columns(NamedTuple):
-    """What :func:`_read_columns` read of one object: its ``n`` records' columns and the positions ``keep`` the cut
-    admits."""
+    """What :func:`_read_columns` read of one object: its ``n`` records' columns (pyarrow arrays: offsets,
+    timestamps in ms and timestamp types, null where unknown; keys and values, binary) and the positions
+    ``keep`` the cut admits (None: all)."""
 
-    offs: list
-    tss: list
-    types: list
-    keys: list
-    values: list
+    offs: Any
+    tss: Any
+    types: Any
+    keys: Any
+    values: Any
     headers: _HeaderColumns
-    keep: Sequence[int]
+    keep: list[int] | None
     n: int
 
 
-def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> list[bytes | None]:
-    """The keys of the ``.keys`` side file, as record bytes (see the module docstring)."""
+def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> Any:
+    """The keys of the ``.keys`` side file, as record bytes (see the module docstring): a list, or a pyarrow
+    binary array when the file was read a column at a time."""
     kname = getattr(keys_format, "name", "")
 
-    def decode(data: bytes) -> list[bytes | None]:
+    def decode(data: bytes) -> Any:
         if kname == "avro" and key_decoder != "json":
-            from lakesink.objects.formats.avro import read_bytes_column
+            from lakesink.objects.formats.avro import read_bytes_array
 
             # wire-format Avro keys framed again with their schema id; bytes/string keys a column at a time
             keys = _wire_framed_keys(data) if key_decoder == "avro" else None
             if keys is None:
-                keys = read_bytes_column(io.BytesIO(data))
+                keys = read_bytes_array(io.BytesIO(data))
             if keys is not None:
                 return keys
         return [_key_bytes(k, key_decoder, kname) for k in keys_format.read(io.BytesIO(data), RecordView.KEYS)]
@@ -635,11 +663,13 @@ def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
     import pyarrow as pa
 
     def decode(data: bytes) -> _HeaderColumns:
+        import numpy as np
+
         cols = None
         if getattr(headers_format, "name", "") == "avro":  # lakesink's headers schema: a column at a time
-            from lakesink.objects.formats.avro import read_headers_columns
+            from lakesink.objects.formats.avro import read_headers_arrays
 
-            cols = read_headers_columns(io.BytesIO(data))
+            cols = read_headers_arrays(io.BytesIO(data))
         if cols is None:
             offsets, keys, values = [0], [], []
             for hs in headers_format.read(io.BytesIO(data), RecordView.HEADERS):
@@ -647,8 +677,8 @@ def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
                     keys.append(hk.encode("utf-8"))
                     values.append(None if hv is None else hv.encode("utf-8"))
                 offsets.append(len(keys))
-            cols = (offsets, keys, values)
-        # the keys as one Arrow string array: UTF-8 checked in one pass (pa.ArrowInvalid is a ValueError)
-        return _HeaderColumns(*cols, pa.array(cols[1], pa.binary()).cast(pa.string()))
+            cols = (np.asarray(offsets, np.int64), pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
+        # the keys as an Arrow string array: UTF-8 checked in one pass (pa.ArrowInvalid is a ValueError)
+        return _HeaderColumns(cols[0], cols[1].cast(pa.string()), cols[2])
 
     return _decode_view(store, headers_format, obj, RecordView.HEADERS, decode, lambda h: len(h.offsets) - 1)

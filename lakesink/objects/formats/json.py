@@ -80,13 +80,47 @@ class JsonFormat(Format):
     def read_lines(self, stream: BinaryIO) -> Iterator[bytes]:
         """Yield each record's line as archived (UTF-8 bytes, without the newline): what restore produces."""
         src = gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else stream
-        lines = src.read().split(b"\n")
-        if lines and not lines[-1]:
-            lines.pop()
-        if all(lines) and not any(map(bytes.isspace, lines)):  # what the sink writes: no blank lines
-            yield from lines
-        else:
-            yield from (line for line in lines if line.strip())
+        yield from _lines(src.read())
+
+    def read_lines_array(self, stream: BinaryIO) -> Any:
+        """:meth:`read_lines` as one pyarrow binary array, the lines found with numpy (no bytes object per
+        line) when the object is what the sink writes: no blank lines, none starting with whitespace."""
+        import numpy as np
+        import pyarrow as pa
+
+        src = gzip.GzipFile(fileobj=stream, mode="rb") if self.compression == "gzip" else stream
+        data = src.read()
+        buf = np.frombuffer(data, np.uint8)
+        newline = buf == 10
+        ends = np.flatnonzero(newline)
+        if len(buf) and buf[-1] != 10:
+            ends = np.append(ends, len(buf))  # a last line without its newline
+        starts = np.zeros(len(ends), np.int64)
+        starts[1:] = ends[:-1] + 1
+        lengths = ends - starts
+        # a blank or whitespace-led line (never written by the sink): read_lines' rules, a line at a time
+        if len(ends) and (not lengths.all() or np.isin(buf[starts], _WHITESPACE).any()):
+            return pa.array(_lines(data), pa.binary())
+        offsets = np.zeros(len(ends) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if offsets[-1] >= 2 ** 31:  # past 32-bit offsets: Arrow's own conversion (chunked)
+            return pa.array(_lines(data), pa.binary())
+        return pa.Array.from_buffers(pa.binary(), len(ends), [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                              pa.py_buffer(buf[~newline])])
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """The non-blank lines of ``data``, without their newlines."""
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    if all(lines) and not any(map(bytes.isspace, lines)):  # what the sink writes: no blank lines
+        return lines
+    return [line for line in lines if line.strip()]
+
+
+#: bytes ``bytes.isspace`` counts as whitespace
+_WHITESPACE = list(b" \t\n\r\x0b\x0c")
 
 
 def json_default(o: Any) -> Any:

@@ -230,26 +230,31 @@ class MetadataFormat(Format):
         md = self.read_columns(stream)
         yield from zip(md.offsets, md.timestamps, md.timestamp_types)
 
-    def read_columns(self, stream: BinaryIO) -> RecordMetadata:
-        """The whole file as three lists (decoded block by block with numpy)."""
+    def read_arrays(self, stream: BinaryIO) -> tuple[Any, Any, Any, Any]:
+        """The whole file as numpy arrays: (offsets int64, timestamps int64 (0 where null), present bool
+        (whether each record has a timestamp), type ids int64 -1..1), decoded block by block."""
         import fastavro
+        import numpy as np
 
         try:
             blocks = fastavro.block_reader(stream)
         except (ValueError, EOFError, KeyError) as e:
             raise CorruptObjectError(f"not an Avro container file: {type(e).__name__}: {e}") from None
-        offsets: list[int] = []
-        timestamps: list[int | None] = []
-        types: list[int] = []
+        parts: list[tuple[Any, Any, Any, Any]] = []
         for block in blocks:
             offs, (ts, present), tt = decode_block(block.bytes_.getvalue(), block.num_records)
-            offsets += offs.tolist()
-            ts_list = ts.tolist()
-            if present is not None:
-                ts_list = [t if p else None for t, p in zip(ts_list, present.tolist())]
-            timestamps += ts_list
-            types += tt.tolist()
-        return RecordMetadata(offsets, timestamps, types)
+            parts.append((offs, ts, np.ones(len(offs), bool) if present is None else present, tt))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))  # type: ignore[return-value]
+
+    def read_columns(self, stream: BinaryIO) -> RecordMetadata:
+        """The whole file as three lists (:meth:`read_arrays`, None for a missing timestamp)."""
+        offs, ts, present, tt = self.read_arrays(stream)
+        ts_list = ts.tolist()
+        if not present.all():
+            ts_list = [t if p else None for t, p in zip(ts_list, present.tolist())]
+        return RecordMetadata(offs.tolist(), ts_list, tt.tolist())
 
 
 class MetadataWriter(FormatWriter):
