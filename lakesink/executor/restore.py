@@ -37,7 +37,7 @@ from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedEr
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_records
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
-           "transactional_id", "progress_metadata", "RestoreSummary", "RestoreResult", "dry_run",
+           "transactional_id", "transactional_producer_config", "progress_metadata", "RestoreSummary", "RestoreResult", "dry_run",
            "check_group_idle", "read_progress", "restore_partition"]
 
 log = logging.getLogger("lakesink.executor.restore")
@@ -119,6 +119,17 @@ class RestoreResult:
     bytes: int = 0
     seconds: float = 0.0
     events: list[str] = field(default_factory=list)
+
+
+def transactional_producer_config(conf: Mapping[str, Any], tid: str) -> dict[str, Any]:
+    """A restore worker's producer settings: the job's client settings without consumer-only properties
+    (``isolation.level`` and the like, which a producer warns about, once per property and instance),
+    idempotent, with transactional id ``tid``."""
+    from lakesink.executor.deadletter import CONSUMER_ONLY
+
+    out = {k: v for k, v in conf.items() if k not in CONSUMER_ONLY}
+    out.update({"transactional.id": tid, "enable.idempotence": True})
+    return out
 
 
 def _client_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +214,7 @@ class _Txn:
 
         self.timeout_s = timeout_s
         self.errors: list[Any] = []
-        self.producer = Producer({**conf, "transactional.id": tid, "enable.idempotence": True})
+        self.producer = Producer(transactional_producer_config(conf, tid))
         # never subscribes: the consumer only supplies the group metadata the offsets commit needs
         self.consumer = Consumer({**_client_conf(conf), "group.id": group, "enable.auto.commit": False,
                                   "isolation.level": "read_committed"})

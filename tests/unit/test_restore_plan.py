@@ -36,3 +36,39 @@ def test_dry_run_time_cut_from_manifest_bounds():
     assert dry_run(OBJECTS, Cut(from_ts=2000, to_ts=2900)) == RestoreSummary(1, 10, 110, exact=True)
     assert dry_run(OBJECTS, Cut(from_ts=2500)) == RestoreSummary(2, 20, 220, exact=False)
     assert dry_run(OBJECTS, Cut(from_ts=5000)) == RestoreSummary(0, 0, 0, exact=True)
+
+
+def test_restore_producers_get_no_consumer_properties():
+    """librdkafka warns (CONFWARN, once per property and producer) about consumer properties; the job's client
+    settings carry isolation.level for its readers, so each restore worker used to print one."""
+    import logging
+
+    from confluent_kafka import Producer
+
+    from lakesink import wiring
+    from lakesink.executor.restore import transactional_producer_config
+
+    client = wiring.librdkafka_config({"bootstrap.servers": "127.0.0.1:1", "security.protocol": "PLAINTEXT"})
+    assert client["isolation.level"] == "read_committed"
+    conf = transactional_producer_config(client, "lakesink-restore-x-0")
+    assert "isolation.level" not in conf and conf["bootstrap.servers"] == "127.0.0.1:1"
+    assert conf["security.protocol"] == "PLAINTEXT"
+    assert conf["transactional.id"] == "lakesink-restore-x-0" and conf["enable.idempotence"] is True
+
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    for given, warned in ((client, True), (conf, False)):
+        log = logging.getLogger(f"test-confwarn-{warned}")
+        handler = Collect()
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
+        p = Producer({**given, "logger": log})
+        p.poll(0.2)
+        p.flush(0)
+        assert any("isolation.level" in line for line in handler.lines) is warned, handler.lines
