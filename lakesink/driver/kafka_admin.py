@@ -75,7 +75,9 @@ class KafkaMetadata:
         self.conf = client_config(kafka_options)
         self.servers = self.conf.get("bootstrap.servers", "?")
         self.read_committed = isolation_level(kafka_options) == "read_committed"
-        self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
+        # log_level 4 (warnings) unless the config sets one: librdkafka's info lines (e.g. BGQUEUE "Purging 1
+        # unserved events" when the client is destroyed) would land on the CLI's stderr
+        self.admin = AdminClient({"log_level": 4, **self.conf, "socket.timeout.ms": 10000})
         self.deadline_s = deadline_s
         #: Retries made by this client's metadata calls (transient failures).
         self.retries = 0
