@@ -20,6 +20,8 @@ FORMATS = {
     "json": ({"format.class": "json"}, json_payloads),
     "bytearray": ({"format.class": "bytearray"}, json_payloads),
     "avro": ({"format.class": "avro", "value.schema": json.dumps(AVRO_SCHEMA)}, avro_values),
+    # the direct reader decodes each batch a column at a time (avro_arrow), Spark's reader with from_avro
+    "parquet": ({"format.class": "parquet", "value.schema": json.dumps(AVRO_SCHEMA)}, avro_values),
 }
 
 
