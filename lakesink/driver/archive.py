@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["FIELDS", "ArchivedObject", "Cut", "RestoredRecord", "iter_objects", "read_object", "read_records",
-           "as_config", "resolve_source", "manifest_frame", "select_objects", "read_archive", "query_error_line"]
+           "as_config", "resolve_source", "manifest_frame", "select_objects", "object_bytes", "pack_objects",
+           "read_archive", "query_error_line"]
 
 
 def as_config(config: Any) -> "SinkConfig":
@@ -107,6 +108,53 @@ def select_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, wher
     return list(iter_objects(rows))
 
 
+#: Spark's defaults for ``spark.sql.files.maxPartitionBytes`` / ``spark.sql.files.openCostInBytes``
+MAX_PARTITION_BYTES = 128 * 1024 * 1024
+OPEN_COST_BYTES = 4 * 1024 * 1024
+
+
+def object_bytes(obj: ArchivedObject) -> int:
+    """What reading ``obj`` fetches: its value object and side files, by the manifest's sizes (0 if unknown)."""
+    return (obj.size_bytes or 0) + sum(int(s.get("size_bytes") or 0) for s in obj.side_files)
+
+
+def pack_objects(sizes: list[int], max_partition_bytes: int = MAX_PARTITION_BYTES,
+                 open_cost_bytes: int = OPEN_COST_BYTES, parallelism: int = 1) -> list[list[int]]:
+    """Objects (by index) grouped into read tasks the way Spark's file sources group files: a task takes
+    objects up to ``min(max_partition_bytes, max(open_cost_bytes, total / parallelism))`` bytes, each object
+    counting its size plus ``open_cost_bytes``; an object is never split, and one larger than that limit is a
+    task of its own. Objects stay in the given (topic, partition, offset) order, so each task's records come
+    in order. ``total`` counts the open cost of every object, as Spark's does."""
+    if not sizes:
+        return []
+    total = sum(sizes) + open_cost_bytes * len(sizes)
+    limit = min(max_partition_bytes, max(open_cost_bytes, total // max(1, parallelism)))
+    tasks: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for i, size in enumerate(sizes):
+        if current and used + size > limit:
+            tasks.append(current)
+            current, used = [], 0
+        current.append(i)
+        used += size + open_cost_bytes
+    tasks.append(current)
+    return tasks
+
+
+def _session_int(spark: "SparkSession", key: str, default: int) -> int:
+    """A byte-size or count setting of the session (``128m``, ``4194304``), or ``default``."""
+    value = spark.conf.get(key, None)
+    if value is None:
+        return default
+    text = str(value).strip().lower().rstrip("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    try:
+        return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
+    except (ValueError, IndexError):
+        return default
+
+
 def read_archive(spark: "SparkSession", config_or_manifest: Any, where: str | None = None, *, config: Any = None,
                  cut: Cut = NO_CUT) -> "DataFrame":
     """The archived Kafka records of the committed objects ``where`` selects, as a DataFrame with columns
@@ -119,14 +167,22 @@ def read_archive(spark: "SparkSession", config_or_manifest: Any, where: str | No
     are read. ``cut``: offsets / timestamps inside the objects (a :class:`Cut`).
 
     The objects are chosen now (one manifest version); their records are read lazily, on the executors,
-    one Spark task per object, each verified against the ETag and record count its row recorded. Record
-    order holds within each object (partition, offset); the DataFrame as a whole has no order."""
+    each object by one Spark task, each verified against the ETag and record count its row recorded. Objects
+    are packed into tasks as Spark's file sources pack files (:func:`pack_objects`, with the session's
+    ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes``): a task costs tens of milliseconds of
+    scheduling whatever it reads, so many small objects are read a few per task, large ones one per task.
+    Record order holds within each object (partition, offset); the DataFrame as a whole has no order."""
     from lakesink.executor.archive_tasks import RECORD_DDL, read_archive_task
 
     cfg, manifest = resolve_source(spark, config_or_manifest, config)
     objects = select_objects(spark, cfg, manifest, where)
     if not objects:
         return spark.createDataFrame([], RECORD_DDL)
-    n = len(objects)
-    # range(n) in n slices: one id, one object, per Spark task (no Python RDD, no shuffle)
-    return spark.range(0, n, 1, n).mapInArrow(lambda it: read_archive_task(it, objects, cfg, cut), RECORD_DDL)
+    tasks = pack_objects([object_bytes(o) for o in objects],
+                         _session_int(spark, "spark.sql.files.maxPartitionBytes", MAX_PARTITION_BYTES),
+                         _session_int(spark, "spark.sql.files.openCostInBytes", OPEN_COST_BYTES),
+                         spark.sparkContext.defaultParallelism)
+    groups = [[objects[i] for i in task] for task in tasks]
+    n = len(groups)
+    # range(n) in n slices: one id, one group of objects, per Spark task (no Python RDD, no shuffle)
+    return spark.range(0, n, 1, n).mapInArrow(lambda it: read_archive_task(it, groups, cfg, cut), RECORD_DDL)

@@ -4,7 +4,7 @@ The driver (:mod:`lakesink.driver.archive`, :mod:`lakesink.driver.restore`) pick
 and closes over them; each Spark task gets ids (``spark.range(n, numPartitions=n)``: one id per task) and
 works on the objects (or the destination partition) those ids name:
 
-- :func:`read_archive_task`: the records of one object as an Arrow batch of :data:`RECORD_COLUMNS`
+- :func:`read_archive_task`: the records of a group of objects, an Arrow batch of :data:`RECORD_COLUMNS` per object
   (:func:`lakesink.executor.readback.read_records`: ETag and record count verified);
 - :func:`restore_task`: one destination partition restored by
   :func:`lakesink.executor.restore.restore_partition`; one row of JSON (:data:`RESTORE_RESULT_DDL`) per partition.
@@ -107,15 +107,17 @@ def _ids(batches: Iterable["pa.RecordBatch"]) -> Iterator[int]:
         yield from b.column(0).to_pylist()
 
 
-def read_archive_task(batches: Iterable["pa.RecordBatch"], objects: list[ArchivedObject], cfg: "SinkConfig",
+def read_archive_task(batches: Iterable["pa.RecordBatch"], groups: list[list[ArchivedObject]], cfg: "SinkConfig",
                       cut: Cut = NO_CUT) -> Iterator["pa.RecordBatch"]:
-    """For each id, the records of ``objects[id]`` (one object per Spark task when the ids are spread so)."""
+    """For each id, the records of each object of ``groups[id]``, one batch per object, in order (one group
+    per Spark task when the ids are spread so)."""
     reader = ObjectReader(cfg)
     schema = arrow_record_schema()
     for i in _ids(batches):
-        batch = reader.batch(objects[i], schema, cut)
-        if batch is not None and batch.num_rows:
-            yield batch
+        for obj in groups[i]:
+            batch = reader.batch(obj, schema, cut)
+            if batch is not None and batch.num_rows:
+                yield batch
 
 
 @dataclass(frozen=True)
