@@ -14,6 +14,7 @@ import struct
 import fastavro
 import pyarrow as pa
 import pytest
+from avro_bytes import mutate
 
 from lakesink.decoders import create_decoder
 from lakesink.objects.formats.parquet import ParquetFormat
@@ -193,16 +194,7 @@ def test_random_mutations_decode_only_to_what_fastavro_reads(name):
     base = [_encode(schema, make(rng)) for _ in range(200)]
     decoded = 0
     for i in range(1500):
-        d = bytearray(base[i % len(base)])
-        for _ in range(rng.randrange(1, 4)):
-            op = rng.randrange(3)
-            if op == 0 and d:
-                d[rng.randrange(len(d))] = rng.randrange(256)
-            elif op == 1 and d:
-                del d[rng.randrange(len(d))]
-            else:
-                d.insert(rng.randrange(len(d) + 1), rng.randrange(256))
-        raw = bytes(d)
+        raw = mutate(base[i % len(base)], rng)
         table = decode_column(pa.array([raw], pa.binary()), parsed)
         if isinstance(table, pa.Table):
             want = _rows_fastavro(schema, [raw])

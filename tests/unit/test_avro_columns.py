@@ -7,6 +7,7 @@ import io
 
 import fastavro
 import pytest
+from avro_bytes import zz
 
 from lakesink.objects.formats.avro import HEADERS_SCHEMA, read_bytes_column, read_headers_columns
 
@@ -44,17 +45,6 @@ def test_headers_columns_match_fastavro(codec):
     data = avro_file(HEADERS_SCHEMA, [[{"key": k, "value": v} for k, v in hs] for hs in headers], codec)
     expected = flat([[(k, None if v is None else v.encode()) for k, v in hs] for hs in headers])
     assert read_headers_columns(io.BytesIO(data)) == expected
-
-
-def zz(n: int) -> bytes:
-    """Avro's zigzag varint of ``n``."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def with_block(schema, count: int, body: bytes) -> bytes:

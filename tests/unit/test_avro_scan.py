@@ -8,6 +8,7 @@ import random
 
 import fastavro
 import pytest
+from avro_bytes import zz
 
 from lakesink.objects.formats.avro import HEADERS_SCHEMA
 from lakesink.objects.formats.avro_scan import MAX_ITEMS, bytes_block, headers_block
@@ -46,16 +47,6 @@ def as_headers(cols) -> list[list[tuple[str, str | None]]]:
 
 def from_fastavro(datums) -> list[list[tuple[str, str | None]]]:
     return [[(h["key"].decode(), None if h["value"] is None else h["value"].decode()) for h in d] for d in datums]
-
-
-def zz(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 KEYS = [b"", b"k", b"\x00\xff" * 40, b"y" * 9000] + [b"key-%d" % i for i in range(3000)]
