@@ -557,11 +557,11 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
     if c is None:
         return []
     topic, part = obj.topic, obj.kafka_partition
-    pairs = c.headers.pairs()
     offs, tss, types = c.offs.to_pylist(), c.tss.to_pylist(), c.types.to_pylist()
-    keys, values = c.keys.to_pylist(), c.values.to_pylist()
-    return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], pairs(i))
-            for i in (range(c.n) if c.keep is None else c.keep)]
+    keys, values, headers = c.keys.to_pylist(), c.values.to_pylist(), c.headers.per_record()
+    if c.keep is None:
+        return [RestoredRecord(topic, part, *r) for r in zip(offs, tss, types, keys, values, headers)]
+    return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in c.keep]
 
 
 def read_record_batch(store, fmt, obj: ArchivedObject, schema: Any, *, keys_format=None, headers_format=None,
@@ -612,15 +612,11 @@ class _HeaderColumns(NamedTuple):
 
         return cls(np.zeros(n + 1, np.int64), pa.array([], pa.string()), pa.array([], pa.binary()))
 
-    def pairs(self) -> Callable[[int], list[tuple[str, bytes | None]]]:
-        """``pairs(i)``: record i's (key, value) list (the columns made Python lists once)."""
-        offsets, keys, values = self.offsets.tolist(), self.keys.to_pylist(), self.values.to_pylist()
-
-        def pairs(i: int) -> list[tuple[str, bytes | None]]:
-            a, b = offsets[i], offsets[i + 1]
-            return list(zip(keys[a:b], values[a:b]))
-
-        return pairs
+    def per_record(self) -> list[list[tuple[str, bytes | None]]]:
+        """Each record's (key, value) list (one slice of one list of pairs per record)."""
+        offsets = self.offsets.tolist()
+        pairs = list(zip(self.keys.to_pylist(), self.values.to_pylist()))
+        return [pairs[a:b] for a, b in zip(offsets, offsets[1:])]
 
 
 class _Columns(NamedTuple):

@@ -364,11 +364,11 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
-                kw = {"timestamp": r.timestamp} if r.timestamp is not None else {}
                 while True:
-                    try:
+                    try:  # timestamp 0 is librdkafka's "now", as for a record without one
                         txn.producer.produce(topic, value=r.value, key=r.key, partition=partition,
-                                             headers=r.headers or None, on_delivery=txn.on_delivery, **kw)
+                                             headers=r.headers or None, on_delivery=txn.on_delivery,
+                                             timestamp=r.timestamp or 0)
                         break
                     except BufferError:  # the local queue is full: let deliveries drain it
                         txn.producer.poll(0.1)
@@ -379,7 +379,7 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
                     txn.producer.poll(0)
                 size = len(r.value or b"") + len(r.key or b"")
                 if r.headers:
-                    size += sum(len(k) + len(v or b"") for k, v in r.headers)
+                    size += sum([len(k) + len(v) if v else len(k) for k, v in r.headers])
                 txn.records += 1
                 txn.bytes += size
                 result.produced += 1
