@@ -20,7 +20,7 @@ from archive_checks import consume
 
 from lakesink import wiring
 from lakesink.config import SinkConfig
-from lakesink.errors import RestoreFencedError, RestoreGroupActiveError, RestoreTimestampError
+from lakesink.errors import RestoreFencedError, RestoreGroupActiveError, RestoreProduceError, RestoreTimestampError
 from lakesink.executor.archiver import ArchivedRow, BatchContext
 from lakesink.executor.readback import ArchivedObject
 from lakesink.executor.restore import progress_group, read_progress, restore_partition, transactional_id
@@ -213,3 +213,19 @@ def test_a_timestamp_too_far_in_the_future_fails_with_one_line(kafka, tmp_path):
         restore(kafka, cfg, rows, name, topic, records_per_txn=6)
     assert "\n" not in str(e.value)
     assert consume(kafka, topic) == wanted(records[:18])  # three whole transactions
+
+
+def test_a_timestamp_the_broker_refuses_fails_with_one_line_and_nothing_visible(kafka, tmp_path):
+    """A failed delivery still reaches the worker with only error reports asked for (delivery.report.only.error):
+    the broker refuses records older than the topic's message.timestamp.before.max.ms; the restore stops with one
+    line, and its transaction is aborted, so a read_committed consumer sees nothing."""
+    records = expected_records(int(time.time() * 1000))  # CreateTimes from one hour ago to now
+    cfg, rows = archive(tmp_path, records)
+    topic, name = f"restored-{uuid.uuid4().hex[:8]}", f"r-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, config={"message.timestamp.before.max.ms": 30 * 60_000})
+    refused = r"refused 6 record\(s\) as invalid: .*message.timestamp.before.max.ms"
+    with pytest.raises(RestoreProduceError, match=refused) as e:
+        restore(kafka, cfg, rows, name, topic, records_per_txn=6)
+    assert "\n" not in str(e.value)
+    assert consume(kafka, topic) == []
+    assert read_progress(admin(kafka), progress_group(name), topic, 0)[0] is None

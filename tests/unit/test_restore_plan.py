@@ -54,6 +54,10 @@ def test_restore_producers_get_no_consumer_properties():
     assert "isolation.level" not in conf and conf["bootstrap.servers"] == "127.0.0.1:1"
     assert conf["security.protocol"] == "PLAINTEXT"
     assert conf["transactional.id"] == "lakesink-restore-x-0" and conf["enable.idempotence"] is True
+    # failed deliveries only call back into Python (tests/integration/test_restore_worker.py: a refused record)
+    assert conf["delivery.report.only.error"] is True
+    assert transactional_producer_config({**client, "delivery.report.only.error": False}, "t")[
+        "delivery.report.only.error"] is False
 
     class Collect(logging.Handler):
         def __init__(self):
