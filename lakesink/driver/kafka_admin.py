@@ -52,12 +52,16 @@ class TopicsSnapshot:
 
 
 def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka config from the config's ``kafka.*`` keys (already without the prefix; names that differ
-    from the Java client's mapped by :func:`lakesink.wiring.librdkafka_config`)."""
+    """The driver's admin-client config from the config's ``kafka.*`` keys (already without the prefix; names
+    that differ from the Java client's mapped by :func:`lakesink.wiring.librdkafka_config`), logging warnings
+    and worse unless the config sets ``log_level``: librdkafka's info lines (e.g. BGQUEUE "Purging 1 unserved
+    events" when a client is destroyed) would otherwise land on the CLI's stderr."""
     from lakesink import wiring
 
     consumer_only = {"isolation.level"}  # read by us and by the consumers, not the admin client
-    return {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in consumer_only}
+    out = {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in consumer_only}
+    out.setdefault("log_level", "4")
+    return out
 
 
 def isolation_level(kafka_options: Mapping[str, str]) -> str:
@@ -75,9 +79,7 @@ class KafkaMetadata:
         self.conf = client_config(kafka_options)
         self.servers = self.conf.get("bootstrap.servers", "?")
         self.read_committed = isolation_level(kafka_options) == "read_committed"
-        # log_level 4 (warnings) unless the config sets one: librdkafka's info lines (e.g. BGQUEUE "Purging 1
-        # unserved events" when the client is destroyed) would land on the CLI's stderr
-        self.admin = AdminClient({"log_level": 4, **self.conf, "socket.timeout.ms": 10000})
+        self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
         self.deadline_s = deadline_s
         #: Retries made by this client's metadata calls (transient failures).
         self.retries = 0

@@ -91,3 +91,10 @@ def test_direct_reader_columns_and_columnar_plans():
     assert ColumnarPlan("parquet", "{}").for_direct_reader().python_check  # decoded a column at a time
     assert ColumnarPlan("avro", "{}").for_direct_reader().python_check
     assert ColumnarPlan("json").for_direct_reader() == ColumnarPlan("json")
+
+
+def test_driver_admin_clients_log_warnings_only_unless_the_config_says():
+    """librdkafka's info lines (BGQUEUE on destroy) reached `lakesink status`'s stderr; the config still decides."""
+    assert client_config(SinkConfig.from_dict(BASE).kafka_options)["log_level"] == "4"
+    c = SinkConfig.from_dict({**BASE, "kafka.log_level": "7"})
+    assert client_config(c.kafka_options)["log_level"] == "7"
