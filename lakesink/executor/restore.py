@@ -37,8 +37,8 @@ from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedEr
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_records
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
-           "transactional_id", "transactional_producer_config", "progress_metadata", "RestoreSummary", "RestoreResult", "dry_run",
-           "check_group_idle", "read_progress", "restore_partition"]
+           "transactional_id", "transactional_producer_config", "progress_metadata", "RestoreSummary",
+           "RestoreResult", "dry_run", "check_group_idle", "read_progress", "restore_partition"]
 
 log = logging.getLogger("lakesink.executor.restore")
 

@@ -1,4 +1,4 @@
-"""The Avro side-file column readers (lakesink.objects.formats.avro.read_bytes_column / read_headers_columns):
+"""The Avro side-file column readers (lakesink.objects.formats.avro.read_bytes_array / read_headers_arrays):
 the same datums fastavro reads, for every codec, multi-byte lengths and counts, negative-count array blocks;
 None for a schema they do not read; a truncated block is an error, never a short column."""
 from __future__ import annotations
@@ -9,7 +9,19 @@ import fastavro
 import pytest
 from avro_bytes import zz
 
-from lakesink.objects.formats.avro import HEADERS_SCHEMA, read_bytes_column, read_headers_columns
+from lakesink.objects.formats.avro import HEADERS_SCHEMA, read_bytes_array, read_headers_arrays
+
+
+def read_bytes_column(stream):
+    """read_bytes_array as a list (None for another schema)."""
+    arr = read_bytes_array(stream)
+    return None if arr is None else arr.to_pylist()
+
+
+def read_headers_columns(stream):
+    """read_headers_arrays as lists (None for another schema)."""
+    cols = read_headers_arrays(stream)
+    return None if cols is None else (cols[0].tolist(), cols[1].to_pylist(), cols[2].to_pylist())
 
 
 def avro_file(schema, datums, codec="null") -> bytes:
