@@ -23,9 +23,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.spark import S3Settings
     from lakesink.store import StoreSettings
 
-__all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec", "value_format",
-           "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema", "registry_settings", "decoder_spec",
-           "value_decoder_instance", "key_decoder_instance", "store_settings", "s3_settings", "manifest"]
+__all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec",
+           "value_format", "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema",
+           "registry_settings", "decoder_spec", "value_decoder_instance", "key_decoder_instance", "store_settings",
+           "s3_settings", "manifest", "spark_schedules_only"]
 
 
 # ----------------------------------------------------------------------------- kafka
@@ -306,3 +307,14 @@ def manifest(cfg: "SinkConfig", spark: Any = None):
     if spark is None:
         raise InvalidArgumentError(f"manifest {cfg.manifest_location!r} (engine spark) needs a Spark session")
     return Manifest(spark() if callable(spark) else spark, cfg.manifest_location)
+
+
+def spark_schedules_only(cfg: "SinkConfig") -> bool:
+    """Whether a sink run's Spark only schedules Python tasks: the direct reader reads Kafka in them, and
+    delta-rs writes the manifest and the metrics table, so no record or table passes through the JVM
+    (:func:`lakesink.spark.get_spark` then starts a local JVM built for a quick start, not for throughput)."""
+    from lakesink.manifest.metrics import MetricsTable, metrics_location
+
+    metrics = metrics_location(cfg)
+    return (cfg.kafka_reader == "direct" and cfg.manifest_engine == "delta-rs"
+            and (metrics is None or MetricsTable(metrics).is_path))

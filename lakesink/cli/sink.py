@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+from typing import Any, Callable
 
 from lakesink.cli.output import SinkResult
 
@@ -25,9 +27,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def session(cfg, master: str | None):
+def session(cfg, master: str | None, scheduler_only: bool = False):
     """The Spark session for ``cfg`` (S3A settings from the config), for a CLI command. A JVM this starts logs
-    to a file (:func:`new_log_file`), not the terminal, unless ``--verbose``/``--debug``."""
+    to a file (:func:`new_log_file`), not the terminal, unless ``--verbose``/``--debug``. ``scheduler_only``: see
+    :func:`lakesink.spark.get_spark`."""
+    import os
+
     from pyspark.sql import SparkSession
 
     from lakesink import wiring
@@ -37,14 +42,50 @@ def session(cfg, master: str | None):
     quiet_query_error_loggers()
     starts_jvm = SparkSession.getActiveSession() is None
     log = new_log_file(cfg.name) if starts_jvm and not _verbose else None
-    with jvm_stderr_to(log):
+    # the JVM's own output (and its Python workers' stderr) goes to the file; this process's stays on the terminal
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if log is not None else None
+    try:
         spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
-                          conf=quiet_spark_conf(log))
+                          conf=quiet_spark_conf(log), scheduler_only=scheduler_only, jvm_output=fd)
+    finally:
+        if fd is not None:
+            os.close(fd)
     if log is not None:
         _spark_log = log
     if _active_stop is not None:  # pyspark's SparkContext replaced the SIGINT handler: ours again
         _active_stop.reinstall()
     return spark
+
+
+class SessionInAdvance:
+    """A sink's Spark session, started in a background thread as soon as the config is read: the JVM's start
+    (seconds on a cold machine) overlaps the preflight, the manifest and the Kafka plan instead of following
+    them. Calling it returns the session, waiting for the start and raising its error. A run that finds nothing
+    to archive never calls it: the JVM, started or still starting, ends with this process (pyspark's gateway
+    exits when its stdin pipe closes), so such a run costs the JVM's CPU but no wall time."""
+
+    def __init__(self, start: Callable[[], Any]):
+        import threading
+
+        self._start = start
+        self._session: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="lakesink-spark-start", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._session = self._start()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the thread that asks for the session
+            self._error = e
+
+    def __call__(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if _active_stop is not None:  # here, in the main thread: signal handlers can only be set there
+            _active_stop.reinstall()
+        return self._session
 
 
 LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
@@ -93,30 +134,6 @@ def quiet_spark_conf(log: str | None) -> dict[str, str]:
     return conf
 
 
-@contextlib.contextmanager
-def jvm_stderr_to(path: str | None):
-    """Point file descriptor 2 at ``path`` while the Spark JVM is launched, so the JVM (and the Python workers
-    it starts) write their stderr -- JVM warnings, anything not going through log4j -- to the log file for their
-    whole life; this process's own stderr is restored right after."""
-    import os
-    import sys
-
-    if path is None:
-        yield
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(fd, 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-
-
 def run(args: argparse.Namespace, output) -> SinkResult:
     """Archive; the first batch's phases start with the run's cold start: ``start`` (process start to
     here: interpreter, imports), ``config`` and ``init`` (manifest table, Kafka and store clients). Spark
@@ -135,8 +152,13 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     for w in cfg.warnings:
         output.warning(w)
     startup["config"], t = time.monotonic() - t, time.monotonic()
+    from lakesink import wiring
+    from lakesink.spark import starts_local_jvm
+
+    start = functools.partial(session, cfg, args.master, wiring.spark_schedules_only(cfg))
+    spark = SessionInAdvance(start) if starts_local_jvm() else start
     run_preflight(cfg)  # timed with `init`
-    job = SinkJob(lambda: session(cfg, args.master), cfg)
+    job = SinkJob(spark, cfg)
     startup["init"] = time.monotonic() - t
     from lakesink.cli.progress import ProgressDisplay
 

@@ -72,3 +72,61 @@ def test_a_bad_record_is_one_stderr_line_and_the_details_go_to_the_log_file(kafk
     text = log.read_text()
     assert "Traceback" in text and f"{topic_name}-0@3" in text
     assert "s3.bucket.name" not in r.stdout  # the results only
+
+
+def _jvms_logging_to(log) -> list[int]:
+    """Pids of live JVMs whose command line names ``log`` (a CLI run's Spark JVM: ``-Dlakesink.log.file=``)."""
+    import os
+
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            argv = cmd.split(b"\0")
+            if (argv[0].endswith(b"java") and f"-Dlakesink.log.file={log}".encode() in cmd
+                    and b"org.apache.spark.launcher.Main" not in argv):  # not spark-submit's launcher JVM
+                pids.append(int(d))
+    return pids
+
+
+def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(kafka, s3, bucket, topic_name,
+                                                                                 tmp_path):
+    """The sink starts Spark while it plans (lakesink.cli.sink.SessionInAdvance): the JVM appears before the
+    batch line, its stdout and stderr are the run's log file (so a caller reading the run's stdout through a pipe
+    is not held until the JVM exits), and it is gone after the run -- also after a run with nothing to archive,
+    which never asks for it."""
+    import os
+
+    from archive_checks import json_payloads, write_config
+
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(5))
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{"flush.size": "5"}))
+    for run, records in ((0, 5), (1, 0)):
+        log = tmp_path / f"run{run}.log"
+        env = {**os.environ, "LAKESINK_SPARK_LOG_FILE": str(log)}
+        proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config", cfg,
+                                 "--once", "--master", "local[1]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, cwd=tmp_path)
+        seen: set[str] = set()
+        while proc.poll() is None:  # the JVM's stdout and stderr, while it lives
+            for pid in _jvms_logging_to(log):
+                try:
+                    seen |= {os.readlink(f"/proc/{pid}/fd/1"), os.readlink(f"/proc/{pid}/fd/2")}
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        batch = json.loads(out.splitlines()[-1])
+        assert batch["records"] == records and not err.strip(), err
+        assert seen == {str(log)}, seen  # started in advance (also for the empty run), writing to the log only
+        assert ("session" in batch["seconds"]) is (records > 0)  # only a batch with records asks for it
+        deadline = time.monotonic() + 60
+        while _jvms_logging_to(log) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _jvms_logging_to(log), "the run's JVM outlived it"

@@ -148,3 +148,59 @@ def test_canonical_values_take_the_orjson_check(monkeypatch):
     monkeypatch.setattr(jf, "_CANONICAL", untouched)
     fast = [raw for raw in COPIED if b"12345678901234567890123" not in raw]  # a big int: the slow path
     assert value_lines(fast) == [raw.decode("utf-8") for raw in fast]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(COPIED + REENCODED + [b'{"x":1e-05}', b'{"x":0.00001}', b'{"s":"e-5"}', b'1', b'2']),
+                min_size=1, max_size=12))
+def test_a_column_is_decided_as_its_values_are(raws):
+    """The whole-column test (one orjson serialisation of every value) gives, value for value, what the values
+    alone give: a column with any value that is not canonical falls back to deciding each one."""
+    assert value_lines(raws) == [value_lines([r])[0] for r in raws] == [reencoded(r) for r in raws]
+
+
+@pytest.mark.parametrize("raws", [
+    [b"[1", b"2]"],                    # joined, a canonical [[1,2]], but neither value is JSON
+    [b'{"a":"x', b'y"}'],              # a comma inside what the join would read as one string
+    [b'"a"', b' "b"'], [b"1 ", b"2"],  # whitespace where a value meets the comma
+    [b'{"a":1}', b"null"],             # a canonical column but for a tombstone
+])
+def test_a_column_whose_join_misleads_is_still_decided_per_value(raws):
+    import lakesink.objects.formats.json as jf
+
+    try:
+        lines = value_lines(raws)
+    except ValueError:
+        with pytest.raises(ValueError):
+            [value_lines([r]) for r in raws]  # noqa: B018 - one of them raises alone too
+        return
+    assert lines == [reencoded(r) for r in raws]
+    import orjson
+
+    assert jf._copied(raws, [orjson.loads(r) for r in raws]) is None  # noqa: SLF001
+
+
+def test_canonical_column_is_decided_at_once(monkeypatch):
+    """An all-canonical column never reaches the per-value loop: each value is parsed once, serialised once."""
+    import lakesink.objects.formats.json as jf
+
+    calls = []
+    real = jf._orjson_dumps  # noqa: SLF001
+    monkeypatch.setattr(jf, "_orjson_dumps", lambda v: calls.append(1) or real(v))
+    fast = [raw for raw in COPIED if b"12345678901234567890123" not in raw] * 50
+    assert value_lines(fast) == [raw.decode("utf-8") for raw in fast]
+    assert len(calls) == 1
+
+
+def test_exponent_pattern_finds_what_the_plain_pattern_finds():
+    """The exponent check is written literal-first for speed: it must match exactly where ``[0-9]e-[0-9]``, not
+    followed by a digit, does."""
+    import re
+
+    import lakesink.objects.formats.json as jf
+
+    plain = re.compile(rb"[0-9]e-[0-9](?![0-9])").search
+    rnd = random.Random(5)
+    for _ in range(20000):
+        s = bytes(rnd.choice(b"0123456789e-.,x") for _ in range(rnd.randint(0, 12)))
+        assert (jf._ORJSON_E(s) is None) == (plain(s) is None), s  # noqa: SLF001

@@ -1,0 +1,85 @@
+"""What a cold ``lakesink sink`` does to start sooner: the session starts in advance, alongside the plan
+(lakesink.cli.sink.SessionInAdvance), and a session that only schedules Python tasks gets a JVM built to start
+quickly (lakesink.wiring.spark_schedules_only, lakesink.spark.local_settings)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lakesink import wiring
+from lakesink.cli.sink import SessionInAdvance
+from lakesink.config import SinkConfig
+from lakesink.spark import SCHEDULER_JVM_OPTIONS, local_settings
+
+BASE = {"name": "j", "topics": "t", "flush.size": "3", "s3.bucket.name": "bkt", "manifest.location": "/tmp/m",
+        "kafka.bootstrap.servers": "k:9092"}
+
+
+@pytest.mark.parametrize("extra,only", [
+    ({}, True),                                                       # direct reader, delta-rs path manifest
+    ({"metrics.location": "none"}, True),
+    ({"metrics.location": "s3a://bkt/metrics"}, True),                # a path metrics table: delta-rs too
+    ({"kafka.reader": "spark"}, False),                               # Spark's Kafka source reads in the JVM
+    ({"manifest.engine": "spark"}, False),                            # delta-spark commits in the JVM
+    ({"manifest.location": "main.archive.manifest"}, False),          # a catalog table: Spark's engine
+    ({"metrics.location": "main.archive.metrics"}, False),            # a catalog metrics table
+])
+def test_a_session_only_schedules_when_no_data_passes_through_the_jvm(extra, only):
+    assert wiring.spark_schedules_only(SinkConfig.from_dict({**BASE, **extra})) is only
+
+
+@pytest.fixture
+def jars(tmp_path, monkeypatch):
+    d = tmp_path / "jars" / "spark"
+    d.mkdir(parents=True)
+    (d / "a.jar").write_bytes(b"PK")
+    monkeypatch.setattr("lakesink.spark.default_jars_dir", lambda: d)
+    monkeypatch.setenv("LAKESINK_CLASS_ARCHIVE", "0")
+    return d
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://127.0.0.1:7077"])
+def test_a_scheduler_only_driver_jvm_compiles_with_c1_alone(jars, master):
+    given = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    plain = local_settings("a", master, conf=given)
+    light = local_settings("a", master, conf=given, scheduler_only=True)
+    assert plain["spark.driver.extraJavaOptions"] == "-Dx=1"
+    assert light["spark.driver.extraJavaOptions"] == f"{SCHEDULER_JVM_OPTIONS} -Dx=1"  # given options still last
+    assert {k: v for k, v in light.items() if k != "spark.driver.extraJavaOptions"} == \
+        {k: v for k, v in plain.items() if k != "spark.driver.extraJavaOptions"}
+    assert "TieredStopAtLevel=1" in SCHEDULER_JVM_OPTIONS
+
+
+def test_the_session_starts_before_anyone_asks_for_it():
+    started, release = threading.Event(), threading.Event()
+
+    def start():
+        started.set()
+        release.wait(10)
+        return "session"
+
+    spark = SessionInAdvance(start)
+    assert started.wait(10)  # already starting, while the caller goes on planning
+    release.set()
+    assert spark() == "session" and spark() == "session"
+
+
+def test_a_failed_start_raises_where_the_session_is_asked_for():
+    def start():
+        raise RuntimeError("no jars")
+
+    spark = SessionInAdvance(start)
+    with pytest.raises(RuntimeError, match="no jars"):
+        spark()
+
+
+def test_a_run_that_never_asks_never_sees_the_start_fail():
+    done = threading.Event()
+
+    def start():
+        done.set()
+        raise RuntimeError("no jars")
+
+    SessionInAdvance(start)
+    assert done.wait(10)  # nothing raised here: a run with nothing to archive needs no session
