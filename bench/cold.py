@@ -9,14 +9,20 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
 * ``lakesink``: ``python -m lakesink.cli --format json sink --config F --once --flush-tail`` with a new job
   name and a new manifest on ``s3a://`` (a new user's first run: the manifest table is created too),
   objects to the S3 endpoint. Its JSON batch line gives the phases: ``start`` (process start to the CLI:
-  interpreter and imports), ``config``, ``init`` (manifest table, clients), ``plan``, ``session`` (Spark with
-  the jars, started once the plan has work), ``archive``, ``commit``; ``other`` is the rest of the wall time
+  interpreter and imports), ``config``, ``init`` (manifest table, clients), ``plan``, ``session`` (what is
+  left to wait of the Spark start, begun in advance right after the config was read), ``archive``, ``commit``; ``other`` is the rest of the wall time
   (exit, Spark shutdown).
 * ``plain Spark``: ``python bench/cold.py --plain-child …``: a fresh local[2] session with the same jars and
   S3A settings (``lakesink.spark.get_spark``), ``spark.read.format("kafka")`` over exactly the same offsets,
   ``from_json`` of the value, ``.write.json`` to ``s3a://`` with ``maxRecordsPerFile`` = flush.size; without
   lakesink's JVM class archive (``lakesink.class_archive``), as a plain Spark job runs, unless
   ``--plain-class-archive``.
+
+After each lakesink run the same command runs again with nothing new to archive (``empty re-run``): what a
+scheduled run costs when the topic is idle (Spark starts in advance, so that run starts a JVM it never uses).
+``services CPU`` is the broker's and moto's CPU during the lakesink run: they share the machine's cores.
+``steal`` is the CPU time the hypervisor gave to other guests during the lakesink run (/proc/stat): this
+machine is a VM on a shared host, and a run with seconds of it ran on a slower machine.
 
 Wall time is the subprocess's, from spawn to exit. CPU is the process tree's user+system time (driver, Spark
 JVM, Python workers), sampled from /proc every 0.2 s (the last 0.2 s of short-lived workers can be missed).
@@ -74,6 +80,26 @@ def tree_cpu(root: int, seen: dict[int, float]) -> None:
     for pid in tree:
         if pid in procs:
             seen[pid] = max(seen.get(pid, 0.0), procs[pid][1])
+
+
+def steal_s() -> float:
+    """CPU time the hypervisor gave to others so far (``steal`` of /proc/stat, all CPUs; 0 where unknown): a run
+    with much of it ran on a busier host, and its absolute times say less than its ratios."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_of(pids: list[int | None]) -> float:
+    """CPU seconds used so far by ``pids`` and their descendants."""
+    seen: dict[int, float] = {}
+    for pid in pids:
+        if pid is not None:
+            tree_cpu(pid, seen)
+    return sum(seen.values())
 
 
 def run_measured(cmd: list[str], env: dict, timeout: float = 900) -> tuple[float, float, str]:
@@ -159,29 +185,41 @@ def main(argv=None) -> int:
                                          {"topics.dir": f"cold/{name}"})
             cfg_file = work / f"{name}.json"
             cfg_file.write_text(json.dumps(cfg))
-            wall, cpu, out = run_measured([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink",
-                                           "--config", str(cfg_file), "--once", "--flush-tail"], env)
+            sink_cmd = [sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config", str(cfg_file),
+                        "--once", "--flush-tail"]
+            services = [kafka.pid, s3.pid]
+            before, stolen = cpu_of(services), steal_s()
+            wall, cpu, out = run_measured(sink_cmd, env)
+            services_cpu, stolen = cpu_of(services) - before, steal_s() - stolen
             batch = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
             assert batch["records"] == sum(ends.values()), batch
             phases = batch["seconds"]
             phases["other"] = max(0.0, wall - sum(phases.values()))
-            log(f"run {run}: lakesink {wall:.1f} s, CPU {cpu:.1f} s ({', '.join(f'{k} {v:.1f}' for k, v in phases.items())})")
+            log(f"run {run}: lakesink {wall:.1f} s, CPU {cpu:.1f} s, services CPU {services_cpu:.1f} s, "
+                f"steal {stolen:.1f} s "
+                f"({', '.join(f'{k} {v:.1f}' for k, v in phases.items())})")
+            empty_wall, empty_cpu, out = run_measured(sink_cmd, env)
+            assert json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["records"] == 0
+            log(f"run {run}: empty re-run {empty_wall:.1f} s, CPU {empty_cpu:.1f} s")
             pwall, pcpu, _ = run_measured([sys.executable, __file__, "--plain-child", "--servers", servers,
                                            "--endpoint", s3.endpoint_url, "--ends", json.dumps(ends),
                                            "--flush-size", str(args.flush_size),
                                            "--out", f"s3a://{bench_sink.BUCKET}/plain-cold/{name}"], plain_env)
             log(f"run {run}: plain Spark {pwall:.1f} s, CPU {pcpu:.1f} s")
             rows.append({"lakesink_s": wall, "lakesink_cpu_s": cpu, "phases": phases, "plain_s": pwall,
-                         "plain_cpu_s": pcpu})
+                         "plain_cpu_s": pcpu, "services_cpu_s": services_cpu, "steal_s": stolen, "empty_s": empty_wall,
+                         "empty_cpu_s": empty_cpu})
         per_m = 1e6 / sum(ends.values())
         print(f"\nCold end-to-end, {sum(ends.values()):,} JSON records (~{value_bytes / sum(ends.values()):.0f} B), "
               f"4 partitions, S3 endpoint, flush.size {args.flush_size:,}, local[2]; plain Spark "
               f"{'with' if args.plain_class_archive else 'without'} lakesink's class archive")
-        print("| run | lakesink s | plain Spark s | vs plain Spark | lakesink CPU-s/M | plain CPU-s/M | lakesink phases (s) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| run | lakesink s | plain Spark s | vs plain Spark | lakesink CPU-s/M | plain CPU-s/M | services CPU-s "
+              "| steal s | empty re-run s (CPU-s) | lakesink phases (s) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for i, r in enumerate(rows):
             print(f"| {i} | {r['lakesink_s']:.1f} | {r['plain_s']:.1f} | {r['plain_s'] / r['lakesink_s']:.2f}x | "
-                  f"{r['lakesink_cpu_s'] * per_m:.0f} | {r['plain_cpu_s'] * per_m:.0f} | "
+                  f"{r['lakesink_cpu_s'] * per_m:.0f} | {r['plain_cpu_s'] * per_m:.0f} | {r['services_cpu_s']:.1f} | {r['steal_s']:.1f} | "
+                  f"{r['empty_s']:.1f} ({r['empty_cpu_s']:.1f}) | "
                   + ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items()) + " |")
         med = statistics.median(r["plain_s"] / r["lakesink_s"] for r in rows)
         print(f"\nmedian vs plain Spark: {med:.2f}x (target >= 1.5x); median lakesink end to end "

@@ -136,9 +136,11 @@ def quiet_spark_conf(log: str | None) -> dict[str, str]:
 
 def run(args: argparse.Namespace, output) -> SinkResult:
     """Archive; the first batch's phases start with the run's cold start: ``start`` (process start to
-    here: interpreter, imports), ``config`` and ``init`` (manifest table, Kafka and store clients). Spark
-    starts only when a batch has something to archive (its ``session`` phase): a path manifest is planned and
-    committed with delta-rs, so a run that finds nothing new never starts a JVM."""
+    here: interpreter, imports), ``config`` and ``init`` (manifest table, Kafka and store clients). A new local
+    Spark starts in advance, right after the config is read (:class:`SessionInAdvance`): a path manifest is
+    planned with delta-rs, without Spark, so the JVM starts while the plan is made; the first batch with
+    something to archive waits for what is left of that start (its ``session`` phase). A run that finds nothing
+    new never asks for the session and exits without waiting for it."""
     import time
 
     from lakesink.config import load_config

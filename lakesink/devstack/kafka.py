@@ -89,6 +89,11 @@ class KafkaBroker(JvmService):
         return f"{LOOPBACK}:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The broker JVM's process id while it runs (None otherwise)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def log_path(self) -> Path:
         assert self.data_dir is not None
         return self.data_dir / "broker.log"

@@ -40,3 +40,17 @@ def test_a_worker_imports_compiled_pyspark(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": f"{ZIP}:{Path(__file__).parents[2]}", "PATH": "/usr/bin:/bin"}).stdout
     assert "pyspark.zip" not in out and out.strip().endswith("pyspark/__init__.py")
+
+
+def test_the_daemon_preloads_what_tasks_import_so_forked_workers_have_it():
+    """Every PRELOAD name imports (a renamed module would otherwise silently stop being preloaded); preload
+    imports them and pandas through pyarrow's first conversion, skips what cannot be imported, and freezes the
+    collector's view of what it loaded. Run in a child: the preload changes the interpreter for good."""
+    code = ("import gc, sys; from lakesink.executor.pydaemon import PRELOAD, preload; "
+            "done = preload(PRELOAD + ('lakesink.no_such_module',)); "
+            "assert done == list(PRELOAD), done; "
+            "assert all(m in sys.modules for m in PRELOAD); "
+            "assert 'pandas' in sys.modules; "
+            "assert gc.get_freeze_count() > 0; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
