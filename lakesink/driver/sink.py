@@ -92,6 +92,15 @@ class BatchResult:
 # ---------------------------------------------------------------- driver side
 
 
+def local_context(spark) -> Any:
+    """The SparkContext of a session on a local master, else None (a cluster, or Spark Connect without one)."""
+    try:
+        sc = spark.sparkContext
+        return sc if sc.master.startswith("local") else None
+    except Exception:  # noqa: BLE001 - Spark Connect and shared clusters have no SparkContext
+        return None
+
+
 class SinkJob:
     """The sink for one config. All state lives in the manifest; the object itself is disposable."""
 
@@ -245,15 +254,20 @@ class SinkJob:
                 ctx = dataclasses.replace(ctx, progress_to=tracking.live_to)
             if cfg.kafka_reader == "spark":
                 df, columnar = self._read(plans)
-                return df.mapInArrow(
-                    lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA).collect()
-            return self._read_direct(plans, ctx, starts, count).collect()
+                return [r.row for r in df.mapInArrow(
+                    lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA).collect()]
+            return self._read_direct(plans, ctx, starts, count)
 
-    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter):
+    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter) -> list[str]:
         """The direct reader (:mod:`lakesink.executor.kafka_reader`): one Spark partition per planned range,
-        whose task reads it with librdkafka and archives it; a DataFrame of result rows."""
+        whose task reads it with librdkafka and archives it; the result rows.
+
+        On a local master the tasks are a Python RDD's: a cold local driver JVM (every CLI run) then plans no
+        Spark SQL query and converts nothing to Arrow, about a second less of a cold start on two cores (measured
+        by hand: first job 3.1 -> 1.7 s, 1.4 s less JVM CPU). Elsewhere (a cluster, Spark Connect, where a Python
+        RDD may not be allowed) they run under ``spark.range(...).mapInArrow``. Same tasks, same rows."""
         from lakesink.executor.columnar import ColumnarPlan
-        from lakesink.executor.kafka_reader import read_and_archive
+        from lakesink.executor.kafka_reader import id_batches, read_and_archive, result_rows
 
         cfg = self.cfg
         plan = ColumnarPlan.for_config(cfg)
@@ -262,12 +276,17 @@ class SinkJob:
         options = dict(cfg.kafka_options)
         group_id = f"lakesink-{cfg.name}-{self.run_id}"  # librdkafka needs one; nothing is committed to it
         ranges = [(p.topic, p.partition, p.start, p.end) for p in plans]
-        # range(n) in n slices: exactly one id, one Kafka range, per Spark partition (no Python RDD, no shuffle)
+
+        def task(batches):
+            return count(read_and_archive(batches, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
+                                          headers, cfg.store_kafka_metadata, cfg.kafka_retry_deadline_ms / 1000.0))
+
+        sc = local_context(self.spark)
+        if sc is not None:  # n slices of range(n): exactly one id, one Kafka range, per Spark partition
+            return sc.parallelize(range(len(ranges)), len(ranges)).mapPartitions(
+                lambda ids: result_rows(task(id_batches(ids)))).collect()
         ids = self.spark.range(0, len(ranges), 1, len(ranges))
-        return ids.mapInArrow(
-            lambda it: count(read_and_archive(it, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
-                                              headers, cfg.store_kafka_metadata,
-                                              cfg.kafka_retry_deadline_ms / 1000.0)), RESULT_SCHEMA)
+        return [r.row for r in ids.mapInArrow(task, RESULT_SCHEMA).collect()]
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
@@ -300,7 +319,7 @@ class SinkJob:
                 raise BatchFailedError(f"batch {batch_id} of job {cfg.name!r} failed, nothing was committed: "
                                        f"{cause}", cause=cause.split(":", 1)[0] if ":" in cause else None) from e
             result.seconds["archive"] = time.monotonic() - t1
-            decoded = [decode_result(r.row) for r in out]
+            decoded = [decode_result(r) for r in out]
             status = {(d.topic, d.partition) for d in decoded if isinstance(d, PartitionStatus)}
             result.s3_retries = sum(d.s3_retries for d in decoded if isinstance(d, PartitionStatus))
             result.records_read = sum(d.read for d in decoded if isinstance(d, PartitionStatus))

@@ -24,12 +24,12 @@ import bisect
 import itertools
 import operator
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from lakesink.errors import KafkaReadError
 
 __all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "arrow_schema",
-           "consumer_config", "record_offsets", "read_range", "read_and_archive"]
+           "consumer_config", "record_offsets", "read_range", "read_and_archive", "id_batches", "result_rows"]
 
 #: a read that makes no progress (no record, no end of range) for this long fails the task; the sink passes
 #: ``kafka.retry.deadline.ms`` (the same default)
@@ -216,11 +216,27 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         consumer.close()
 
 
+def id_batches(ids: Iterable[int]) -> Iterator[Any]:
+    """Range ids as :func:`read_and_archive` takes them: one Arrow batch with an ``id`` column (what
+    ``spark.range(...).mapInArrow`` hands a task; a Python RDD's partition holds the ints themselves)."""
+    import pyarrow as pa
+
+    yield pa.RecordBatch.from_pydict({"id": pa.array(list(ids), pa.int64())})
+
+
+def result_rows(batches: Iterable[Any]) -> Iterator[str]:
+    """The result rows (``row`` column) of :func:`read_and_archive`'s Arrow batches, one by one (a Python RDD's
+    elements)."""
+    for b in batches:
+        yield from b.column("row").to_pylist()
+
+
 def read_and_archive(id_batches: Iterator[Any], ranges: list[tuple[str, int, int, int]], cfg, ctx, plans: dict,
                      columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
                      headers: bool, ts_type: bool = False, stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
-    """``mapInArrow`` body over ``spark.range`` ids (column ``id``): read ``ranges[id]`` (topic, partition,
-    start, end exclusive) and archive it in this task; a read stalled for ``stall_timeout_s`` fails it."""
+    """``mapInArrow`` body over ``spark.range`` ids (column ``id``; see :func:`id_batches` for an RDD's): read
+    ``ranges[id]`` (topic, partition, start, end exclusive) and archive it in this task; a read stalled for
+    ``stall_timeout_s`` fails it."""
     from lakesink.executor.task import archive_partitions
 
     conf = consumer_config(kafka_options, group_id)

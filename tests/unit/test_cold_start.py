@@ -83,3 +83,36 @@ def test_a_run_that_never_asks_never_sees_the_start_fail():
 
     SessionInAdvance(start)
     assert done.wait(10)  # nothing raised here: a run with nothing to archive needs no session
+
+
+class _Session:
+    def __init__(self, master: str | None):
+        self._master = master
+
+    @property
+    def sparkContext(self):  # noqa: N802 - pyspark's name
+        if self._master is None:
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext is not supported in Spark Connect")
+        return type("SC", (), {"master": self._master})()
+
+
+def test_the_direct_reader_runs_python_rdd_tasks_only_on_a_local_master():
+    """A cold local JVM plans no SQL query for the direct reader (a Python RDD); a cluster or Spark Connect session
+    keeps ``spark.range(...).mapInArrow`` (both are run by the integration suite: local sessions, the standalone
+    cluster test)."""
+    from lakesink.driver.sink import local_context
+
+    assert local_context(_Session("local[2]")).master == "local[2]"
+    assert local_context(_Session("spark://127.0.0.1:7077")) is None
+    assert local_context(_Session(None)) is None
+
+
+def test_an_rdd_task_sees_its_ids_and_yields_rows_as_the_arrow_task_does():
+    import pyarrow as pa
+
+    from lakesink.executor.kafka_reader import id_batches, result_rows
+
+    (batch,) = id_batches(iter([3]))
+    assert batch.column("id").to_pylist() == [3] and batch.schema.field("id").type == pa.int64()
+    out = [pa.RecordBatch.from_pydict({"row": ["a", "b"]}), pa.RecordBatch.from_pydict({"row": ["c"]})]
+    assert list(result_rows(out)) == ["a", "b", "c"]
