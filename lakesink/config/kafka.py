@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-__all__ = ["DEFAULT_ISOLATION_LEVEL", "READER_OWNED", "librdkafka_options", "check_kafka_options"]
+__all__ = ["DEFAULT_ISOLATION_LEVEL", "READER_OWNED", "CONSUMER_ONLY", "librdkafka_options", "check_kafka_options"]
 
 #: ``kafka.isolation.level`` when unset, for both readers and the admin client's offset snapshot
 DEFAULT_ISOLATION_LEVEL = "read_committed"
@@ -22,6 +22,14 @@ DEFAULT_ISOLATION_LEVEL = "read_committed"
 #: consumer settings the direct reader sets itself (and Spark's source refuses too)
 READER_OWNED = ("enable.auto.commit", "auto.offset.reset", "enable.partition.eof", "key.deserializer",
                 "value.deserializer", "auto.commit.interval.ms", "enable.auto.offset.store")
+
+#: librdkafka consumer properties the job's ``kafka.*`` keys may hold: a producer or an admin client would warn
+#: about each (CONFWARN), so the clients that are not consumers drop them
+CONSUMER_ONLY = ("isolation.level", "enable.partition.eof", "auto.offset.reset", "group.id", "group.instance.id",
+                 "enable.auto.commit", "enable.auto.offset.store", "auto.commit.interval.ms", "session.timeout.ms",
+                 "heartbeat.interval.ms", "max.poll.interval.ms", "partition.assignment.strategy", "check.crcs",
+                 "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.min.bytes",
+                 "fetch.max.bytes", "fetch.message.max.bytes", "fetch.error.backoff.ms", "max.partition.fetch.bytes")
 
 _RENAMED = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
 

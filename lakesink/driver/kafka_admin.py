@@ -57,9 +57,10 @@ def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
     and worse unless the config sets ``log_level``: librdkafka's info lines (e.g. BGQUEUE "Purging 1 unserved
     events" when a client is destroyed) would otherwise land on the CLI's stderr."""
     from lakesink import wiring
+    from lakesink.config.kafka import CONSUMER_ONLY
 
-    consumer_only = {"isolation.level"}  # read by us and by the consumers, not the admin client
-    out = {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in consumer_only}
+    # consumer settings (isolation.level: read by us and by the consumers) would each be a CONFWARN here
+    out = {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in CONSUMER_ONLY}
     out.setdefault("log_level", "4")
     return out
 

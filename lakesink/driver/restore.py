@@ -274,15 +274,14 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
     from confluent_kafka.admin import AdminClient
 
+    from lakesink.config.kafka import CONSUMER_ONLY
+    from lakesink.driver.kafka_admin import client_config
     from lakesink.executor.archive_tasks import RESTORE_RESULT_DDL, PartitionJob, restore_task
     from lakesink.store import open_store
 
-    from lakesink.driver.kafka_admin import client_config
-
     producer = {**wiring.librdkafka_config(cfg.kafka_options), **dict(producer_config or {})}
     admin = AdminClient({**client_config(cfg.kafka_options),
-                         **{k: v for k, v in (producer_config or {}).items()
-                            if k not in ("isolation.level", "auto.offset.reset")}})
+                         **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
     _check_destinations(admin, report.partitions, timeout_s)
     check_group_idle(admin, report.group, timeout_s)
     _check_objects(open_store(wiring.store_settings(cfg)), [o for _p, objs in planned for o in objs])

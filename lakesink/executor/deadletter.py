@@ -20,16 +20,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from lakesink.config.kafka import CONSUMER_ONLY
 from lakesink.errors import DeadLetterError
 
 __all__ = ["HEADER_PREFIX", "DeadLetter", "DeadLetterProducer", "DeadLetters", "dead_letter", "context_headers", "producer_config"]
 
-#: librdkafka consumer properties the job's ``kafka.*`` keys may hold: a producer would warn about each
-CONSUMER_ONLY = ("isolation.level", "enable.partition.eof", "auto.offset.reset", "group.id", "group.instance.id",
-                 "enable.auto.commit", "enable.auto.offset.store", "auto.commit.interval.ms", "session.timeout.ms",
-                 "heartbeat.interval.ms", "max.poll.interval.ms", "partition.assignment.strategy", "check.crcs",
-                 "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.min.bytes",
-                 "fetch.max.bytes", "fetch.message.max.bytes", "fetch.error.backoff.ms", "max.partition.fetch.bytes")
 
 HEADER_PREFIX = "__connect.errors."
 ORIG_TOPIC = HEADER_PREFIX + "topic"

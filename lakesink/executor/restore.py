@@ -125,7 +125,7 @@ def transactional_producer_config(conf: Mapping[str, Any], tid: str) -> dict[str
     """A restore worker's producer settings: the job's client settings without consumer-only properties
     (``isolation.level`` and the like, which a producer warns about, once per property and instance),
     idempotent, with transactional id ``tid``."""
-    from lakesink.executor.deadletter import CONSUMER_ONLY
+    from lakesink.config.kafka import CONSUMER_ONLY
 
     out = {k: v for k, v in conf.items() if k not in CONSUMER_ONLY}
     # only failed deliveries call back into Python (the worker acts on errors alone; a report per record

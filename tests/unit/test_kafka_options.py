@@ -98,3 +98,15 @@ def test_driver_admin_clients_log_warnings_only_unless_the_config_says():
     assert client_config(SinkConfig.from_dict(BASE).kafka_options)["log_level"] == "4"
     c = SinkConfig.from_dict({**BASE, "kafka.log_level": "7"})
     assert client_config(c.kafka_options)["log_level"] == "7"
+
+
+def test_admin_client_config_drops_every_consumer_only_setting():
+    """An admin client warns (CONFWARN) about each consumer property; the driver's and restore's admin clients
+    are built from client_config, which drops the one list of them (lakesink.config.kafka.CONSUMER_ONLY)."""
+    from lakesink.config.kafka import CONSUMER_ONLY
+
+    c = SinkConfig.from_dict({**BASE, "kafka.fetch.min.bytes": "1", "kafka.session.timeout.ms": "30000",
+                              "kafka.socket.keepalive.enable": "true"})
+    conf = client_config(c.kafka_options)
+    assert not set(conf) & set(CONSUMER_ONLY)
+    assert conf["socket.keepalive.enable"] == "true" and conf["bootstrap.servers"] == "localhost:9092"
