@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["RECORD_COLUMNS", "RECORD_DDL", "RESTORE_RESULT_DDL", "arrow_record_schema", "ObjectReader",
-           "records_batch", "read_archive_task", "PartitionJob", "restore_task"]
+           "records_batch", "range_ids", "read_archive_task", "PartitionJob", "restore_task"]
 
 #: read_archive's columns, in order (Spark DDL); ``timestamp`` is the Kafka record timestamp (null when the
 #: object has no record-metadata side file), ``timestamp_type`` CreateTime / LogAppendTime / NoTimestampType
@@ -102,7 +102,8 @@ class ObjectReader:
                                  value_decoder=self.cfg.value_decoder)
 
 
-def _ids(batches: Iterable["pa.RecordBatch"]) -> Iterator[int]:
+def range_ids(batches: Iterable["pa.RecordBatch"]) -> Iterator[int]:
+    """The ids a ``spark.range(...).mapInArrow`` task is handed (the first column of its batches)."""
     for b in batches:
         yield from b.column(0).to_pylist()
 
@@ -113,7 +114,7 @@ def read_archive_task(batches: Iterable["pa.RecordBatch"], groups: list[list[Arc
     per Spark task when the ids are spread so)."""
     reader = ObjectReader(cfg)
     schema = arrow_record_schema()
-    for i in _ids(batches):
+    for i in range_ids(batches):
         for obj in groups[i]:
             batch = reader.batch(obj, schema, cut)
             if batch is not None and batch.num_rows:
@@ -140,7 +141,7 @@ def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], 
     from lakesink.executor.restore import restore_partition
 
     reader = ObjectReader(cfg)
-    for i in _ids(batches):
+    for i in range_ids(batches):
         job = jobs[i]
         fmt = reader.value_format(job.objects[0]) if job.objects else wiring.value_format(cfg)
         res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,

@@ -26,10 +26,10 @@ from pathlib import Path
 #: what ``spark.python.daemon.module`` names
 MODULE = "lakesink.executor.pydaemon"
 
-#: modules a lakesink task imports, imported by the daemon before it forks workers (:func:`preload`)
-PRELOAD = ("pyspark.worker", "pyarrow", "numpy", "orjson", "confluent_kafka", "boto3", "botocore.session",
-           "lakesink.store", "lakesink.executor.task", "lakesink.executor.kafka_reader",
-           "lakesink.executor.archiver", "lakesink.executor.columnar", "lakesink.objects.formats.json")
+#: modules a lakesink task imports, imported by the daemon before it forks workers (:func:`preload`); what they
+#: import comes along (numpy with pyarrow, botocore with boto3, the store, archiver and formats with the task)
+PRELOAD = ("pyspark.worker", "pyarrow", "confluent_kafka", "boto3", "lakesink.executor.task",
+           "lakesink.executor.kafka_reader", "lakesink.executor.columnar")
 
 
 def _version_text(text: str) -> str | None:

@@ -107,12 +107,15 @@ def test_the_direct_reader_runs_python_rdd_tasks_only_on_a_local_master():
     assert local_context(_Session(None)) is None
 
 
-def test_an_rdd_task_sees_its_ids_and_yields_rows_as_the_arrow_task_does():
+def test_both_routes_hand_the_reader_the_same_ids_and_get_the_same_rows():
+    """The RDD route gives read_and_archive its partition's ints; the mapInArrow route the ids of its range batches
+    (range_ids); both take the rows out of the Arrow result batches the same way (result_rows)."""
     import pyarrow as pa
 
-    from lakesink.executor.kafka_reader import id_batches, result_rows
+    from lakesink.executor.archive_tasks import range_ids
+    from lakesink.executor.kafka_reader import result_rows
 
-    (batch,) = id_batches(iter([3]))
-    assert batch.column("id").to_pylist() == [3] and batch.schema.field("id").type == pa.int64()
+    assert list(range_ids([pa.RecordBatch.from_pydict({"id": [3, 4]}), pa.RecordBatch.from_pydict({"id": [5]})])) \
+        == [3, 4, 5]
     out = [pa.RecordBatch.from_pydict({"row": ["a", "b"]}), pa.RecordBatch.from_pydict({"row": ["c"]})]
     assert list(result_rows(out)) == ["a", "b", "c"]
