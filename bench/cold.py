@@ -6,12 +6,14 @@ plain-Spark process doing the same read and write, end to end.
 One KafkaBroker and one moto S3 endpoint (its own process) for the whole run; one 4-partition topic of N
 JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternating:
 
-* ``lakesink``: ``python -m lakesink.cli --format json sink --config F --once --flush-tail`` with a new job
-  name and a new manifest on ``s3a://`` (a new user's first run: the manifest table is created too),
-  objects to the S3 endpoint. Its JSON batch line gives the phases: ``start`` (process start to the CLI:
-  interpreter and imports), ``config``, ``init`` (manifest table, clients), ``plan``, ``session`` (what is
-  left to wait of the Spark start, begun in advance right after the config was read), ``archive``, ``commit``; ``other`` is the rest of the wall time
-  (exit, Spark shutdown).
+* ``lakesink``: ``python -m lakesink.cli --format json sink --config F --once --flush-tail --engine E`` for each
+  engine of ``--engines``, each with a new job name and a new manifest on ``s3a://`` (a new user's first run: the
+  manifest table is created too), objects to the S3 endpoint. ``local`` (what ``--engine auto`` picks for this
+  config): the tasks run in local worker processes, no Spark JVM (``lakesink.driver.local_tasks``); ``spark``:
+  in a local Spark session. Its JSON batch line gives the phases: ``start`` (process start to the CLI:
+  interpreter and imports), ``config``, ``init`` (manifest table, clients), ``plan``, ``session`` (spark engine:
+  what is left to wait of the Spark start, begun in advance right after the config was read), ``archive``,
+  ``commit``; ``other`` is the rest of the wall time (exit, shutdown).
 * ``plain Spark``: ``python bench/cold.py --plain-child …``: a fresh local[2] session with the same jars and
   S3A settings (``lakesink.spark.get_spark``), ``spark.read.format("kafka")`` over exactly the same offsets,
   ``from_json`` of the value, ``.write.json`` to ``s3a://`` with ``maxRecordsPerFile`` = flush.size; without
@@ -19,7 +21,8 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
   ``--plain-class-archive``.
 
 After each lakesink run the same command runs again with nothing new to archive (``empty re-run``): what a
-scheduled run costs when the topic is idle (Spark starts in advance, so that run starts a JVM it never uses).
+scheduled run costs when the topic is idle (the engine starts in advance: the local workers, or a JVM that run
+never uses).
 ``services CPU`` is the broker's and moto's CPU during the lakesink run: they share the machine's cores.
 ``steal`` is the CPU time the hypervisor gave to other guests during the lakesink run (/proc/stat): this
 machine is a VM on a shared host, and a run with seconds of it ran on a slower machine.
@@ -148,6 +151,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-class-archive", action="store_true",
                     help="let the plain-Spark process map lakesink's JVM class archive too (default: it does not, "
                          "as a plain Spark job would not)")
+    ap.add_argument("--engines", default="local,spark",
+                    help="lakesink's engines to time, comma-separated (default local,spark: `lakesink sink --engine`)")
     ap.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--servers", help=argparse.SUPPRESS)
     ap.add_argument("--endpoint", help=argparse.SUPPRESS)
@@ -156,6 +161,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.plain_child:
         return plain_child(args)
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if not engines or any(e not in ("local", "spark") for e in engines):
+        ap.error(f"--engines {args.engines!r}: local and/or spark")
 
     from lakesink.devstack.kafka import KafkaBroker
     from lakesink.devstack.s3 import S3Endpoint
@@ -179,51 +187,60 @@ def main(argv=None) -> int:
         log(f"{sum(ends.values()):,} records, {value_bytes / 1e6:.0f} MB of values; {args.runs} cold run(s) each")
         rows = []
         for run in range(args.runs):
-            name = f"cold-{run}-{uuid.uuid4().hex[:6]}"
-            cfg = bench_sink.sink_config("json", name, servers, s3.endpoint_url,
-                                         f"s3a://{bench_sink.BUCKET}/_lakesink/{name}", args.flush_size,
-                                         {"topics.dir": f"cold/{name}"})
-            cfg_file = work / f"{name}.json"
-            cfg_file.write_text(json.dumps(cfg))
-            sink_cmd = [sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config", str(cfg_file),
-                        "--once", "--flush-tail"]
-            services = [kafka.pid, s3.pid]
-            before, stolen = cpu_of(services), steal_s()
-            wall, cpu, out = run_measured(sink_cmd, env)
-            services_cpu, stolen = cpu_of(services) - before, steal_s() - stolen
-            batch = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
-            assert batch["records"] == sum(ends.values()), batch
-            phases = batch["seconds"]
-            phases["other"] = max(0.0, wall - sum(phases.values()))
-            log(f"run {run}: lakesink {wall:.1f} s, CPU {cpu:.1f} s, services CPU {services_cpu:.1f} s, "
-                f"steal {stolen:.1f} s "
-                f"({', '.join(f'{k} {v:.1f}' for k, v in phases.items())})")
-            empty_wall, empty_cpu, out = run_measured(sink_cmd, env)
-            assert json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["records"] == 0
-            log(f"run {run}: empty re-run {empty_wall:.1f} s, CPU {empty_cpu:.1f} s")
+            row: dict = {}
+            for engine in engines:
+                name = f"cold-{run}-{engine}-{uuid.uuid4().hex[:6]}"
+                cfg = bench_sink.sink_config("json", name, servers, s3.endpoint_url,
+                                             f"s3a://{bench_sink.BUCKET}/_lakesink/{name}", args.flush_size,
+                                             {"topics.dir": f"cold/{name}"})
+                cfg_file = work / f"{name}.json"
+                cfg_file.write_text(json.dumps(cfg))
+                sink_cmd = [sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config",
+                            str(cfg_file), "--once", "--flush-tail", "--engine", engine]
+                services = [kafka.pid, s3.pid]
+                before, stolen = cpu_of(services), steal_s()
+                wall, cpu, out = run_measured(sink_cmd, env)
+                services_cpu, stolen = cpu_of(services) - before, steal_s() - stolen
+                batch = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
+                assert batch["records"] == sum(ends.values()), batch
+                phases = batch["seconds"]
+                phases["other"] = max(0.0, wall - sum(phases.values()))
+                log(f"run {run}: lakesink ({engine} engine) {wall:.1f} s, CPU {cpu:.1f} s, services CPU "
+                    f"{services_cpu:.1f} s, steal {stolen:.1f} s "
+                    f"({', '.join(f'{k} {v:.1f}' for k, v in phases.items())})")
+                empty_wall, empty_cpu, out = run_measured(sink_cmd, env)
+                assert json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["records"] == 0
+                log(f"run {run}: lakesink ({engine} engine) empty re-run {empty_wall:.1f} s, CPU {empty_cpu:.1f} s")
+                row[engine] = {"s": wall, "cpu_s": cpu, "phases": phases, "services_cpu_s": services_cpu,
+                               "steal_s": stolen, "empty_s": empty_wall, "empty_cpu_s": empty_cpu}
             pwall, pcpu, _ = run_measured([sys.executable, __file__, "--plain-child", "--servers", servers,
                                            "--endpoint", s3.endpoint_url, "--ends", json.dumps(ends),
                                            "--flush-size", str(args.flush_size),
-                                           "--out", f"s3a://{bench_sink.BUCKET}/plain-cold/{name}"], plain_env)
+                                           "--out", f"s3a://{bench_sink.BUCKET}/plain-cold/{run}"], plain_env)
             log(f"run {run}: plain Spark {pwall:.1f} s, CPU {pcpu:.1f} s")
-            rows.append({"lakesink_s": wall, "lakesink_cpu_s": cpu, "phases": phases, "plain_s": pwall,
-                         "plain_cpu_s": pcpu, "services_cpu_s": services_cpu, "steal_s": stolen, "empty_s": empty_wall,
-                         "empty_cpu_s": empty_cpu})
+            row["plain"] = {"s": pwall, "cpu_s": pcpu}
+            rows.append(row)
         per_m = 1e6 / sum(ends.values())
         print(f"\nCold end-to-end, {sum(ends.values()):,} JSON records (~{value_bytes / sum(ends.values()):.0f} B), "
-              f"4 partitions, S3 endpoint, flush.size {args.flush_size:,}, local[2]; plain Spark "
-              f"{'with' if args.plain_class_archive else 'without'} lakesink's class archive")
-        print("| run | lakesink s | plain Spark s | vs plain Spark | lakesink CPU-s/M | plain CPU-s/M | services CPU-s "
-              "| steal s | empty re-run s (CPU-s) | lakesink phases (s) |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for i, r in enumerate(rows):
-            print(f"| {i} | {r['lakesink_s']:.1f} | {r['plain_s']:.1f} | {r['plain_s'] / r['lakesink_s']:.2f}x | "
-                  f"{r['lakesink_cpu_s'] * per_m:.0f} | {r['plain_cpu_s'] * per_m:.0f} | {r['services_cpu_s']:.1f} | {r['steal_s']:.1f} | "
-                  f"{r['empty_s']:.1f} ({r['empty_cpu_s']:.1f}) | "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items()) + " |")
-        med = statistics.median(r["plain_s"] / r["lakesink_s"] for r in rows)
-        print(f"\nmedian vs plain Spark: {med:.2f}x (target >= 1.5x); median lakesink end to end "
-              f"{statistics.median(r['lakesink_s'] for r in rows):.1f} s")
+              f"4 partitions, S3 endpoint, flush.size {args.flush_size:,}, local[*] on {os.cpu_count()} CPUs; plain "
+              f"Spark {'with' if args.plain_class_archive else 'without'} lakesink's class archive")
+        print("| run | engine | lakesink s | plain Spark s | vs plain Spark | lakesink CPU-s/M | plain CPU-s/M "
+              "| services CPU-s | steal s | empty re-run s (CPU-s) | lakesink phases (s) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for i, row in enumerate(rows):
+            p = row["plain"]
+            for engine in engines:
+                r = row[engine]
+                print(f"| {i} | {engine} | {r['s']:.1f} | {p['s']:.1f} | {p['s'] / r['s']:.2f}x | "
+                      f"{r['cpu_s'] * per_m:.0f} | {p['cpu_s'] * per_m:.0f} | {r['services_cpu_s']:.1f} | "
+                      f"{r['steal_s']:.1f} | {r['empty_s']:.1f} ({r['empty_cpu_s']:.1f}) | "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items()) + " |")
+        print()
+        for engine in engines:
+            med = statistics.median(row["plain"]["s"] / row[engine]["s"] for row in rows)
+            print(f"{engine} engine: median vs plain Spark {med:.2f}x (target >= 1.5x); median end to end "
+                  f"{statistics.median(row[engine]['s'] for row in rows):.1f} s, CPU "
+                  f"{statistics.median(row[engine]['cpu_s'] for row in rows) * per_m:.0f} s per million records")
         for what, (lo, hi) in CONNECT.items():
             print(f"reference (measured by hand, quoted from the issue): {what} {lo}-{hi} s")
         return 0

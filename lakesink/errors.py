@@ -295,6 +295,11 @@ class KafkaReadError(LakesinkError):
     exit_code = EXIT_UNREACHABLE
 
 
+class LocalTaskError(LakesinkError):
+    """A task in a local worker process failed (:mod:`lakesink.driver.local_tasks`): the message is its traceback,
+    whose last line names the error, as a Spark task failure's does; the batch commits nothing."""
+
+
 class SchemaCheckInputError(LakesinkError):
     """Bad input to a schema check or history (``lakesink schema``): a missing or unreadable ``.avsc`` file, one
     that is not JSON or not a valid Avro schema, a topic the job does not archive, an unknown mode. The message

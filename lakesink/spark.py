@@ -257,11 +257,16 @@ def get_spark(
     return spark
 
 
+def spark_master(master: str | None = None) -> str:
+    """The master a new session gets: ``master``, else ``$LAKESINK_SPARK_MASTER``, else ``local[*]``."""
+    return master or os.environ.get("LAKESINK_SPARK_MASTER") or "local[*]"
+
+
 def local_settings(app_name: str, master: str | None, s3: S3Settings | None = None, conf: dict | None = None,
                    scheduler_only: bool = False) -> dict[str, str]:
     """The Spark settings :func:`get_spark` launches a new JVM with (its parameters, same meaning)."""
     jars = sorted(str(p) for p in default_jars_dir().glob("*.jar"))
-    master = master or os.environ.get("LAKESINK_SPARK_MASTER") or "local[*]"
+    master = spark_master(master)
 
     settings = {"spark.app.name": app_name, "spark.master": master, **jar_conf(master, jars),
                 "spark.sql.extensions": DELTA_EXTENSION,
@@ -381,5 +386,5 @@ def _try_set(spark: "SparkSession", key: str, value: str) -> None:
         pass
 
 
-__all__ = ["S3Settings", "get_spark", "local_settings", "launch_jvm_detached", "starts_local_jvm",
+__all__ = ["S3Settings", "get_spark", "spark_master", "local_settings", "launch_jvm_detached", "starts_local_jvm",
            "SCHEDULER_JVM_OPTIONS", "jar_conf", "set_credentials", "default_jars_dir", "JARS_ENV", "CLUSTER_ENV"]

@@ -23,7 +23,7 @@ from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
 from lakesink.cli import validate
 from lakesink.cli.output import FORMATS, Output, make_output
-from lakesink.cli.sink import set_verbose, spark_log_file
+from lakesink.cli.sink import run_log_file, set_verbose
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
 COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of errors and log lakesink.* at DEBUG level (implies --verbose)")
     parser.add_argument("--verbose", action="store_true",
-                        help="let Spark log to the terminal (by default its log goes to a file named in errors)")
+                        help="let Spark and local workers log to the terminal (by default their log goes to a file named in "
+                             "errors)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # the global options are also accepted after the subcommand (`lakesink sink --format json ...`)
     common = argparse.ArgumentParser(add_help=False)
@@ -87,9 +88,9 @@ def _fail(output: Output, ex: BaseException, debug: bool, internal: bool) -> int
             msg += " (run with --debug for the traceback)"
     else:
         msg = f"lakesink: error: {ex}"
-    log = spark_log_file()
+    log = run_log_file()
     if log and os.path.exists(log) and os.path.getsize(log) > 0:
-        msg += f" (Spark log: {log})"
+        msg += f" (log: {log})"
     print(msg, file=sys.stderr, flush=True)
     try:
         output.exception(ex, internal=internal)

@@ -20,11 +20,63 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flush-tail", action="store_true",
                    help="at the end of a batch also close and commit files below flush.size")
     p.add_argument("--master", default=None, help="Spark master for a local run (default: local[*] or the cluster's)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="what runs the batch's tasks: local worker processes, no Spark JVM, when Spark would only "
+                        "schedule them on this machine (auto, the default: kafka.reader=direct, a path manifest, a "
+                        "local master, no session yet), or always Spark, or local (an error when it cannot)")
     p.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default="auto",
                    help="each batch's progress on stderr: a bar on a terminal, else a line every --progress-every "
                         "(auto, the default), or always bar/lines, or none")
     p.add_argument("--progress-every", default="30s", help="interval of the plain progress lines (30s, 1m, ...)")
     p.set_defaults(func=run)
+
+
+#: ``--engine`` values
+ENGINES = ("auto", "spark", "local")
+
+
+def local_workers(cfg, engine: str, master: str | None) -> int | None:
+    """How many local worker processes run a sink's tasks (:mod:`lakesink.driver.local_tasks`), or None when
+    Spark runs them. ``auto`` picks local workers when Spark would only schedule Python tasks on a new local
+    master (:func:`lakesink.wiring.spark_schedules_only`; no session or cluster here): as many as the master's
+    task slots. ``local`` insists (an error naming why it cannot), ``spark`` never."""
+    from lakesink import wiring
+    from lakesink.driver.local_tasks import local_parallelism
+    from lakesink.errors import InvalidArgumentError
+    from lakesink.spark import spark_master, starts_local_jvm
+
+    if engine not in ENGINES:
+        raise InvalidArgumentError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if engine == "spark":
+        return None
+    resolved = spark_master(master)
+    n = local_parallelism(resolved)
+    why = None
+    if not wiring.spark_schedules_only(cfg):
+        why = ("the config needs Spark (kafka.reader=spark, or a catalog table for the manifest or the metrics "
+               "table)")
+    elif n is None:
+        why = f"master {resolved!r} is not local"
+    elif not starts_local_jvm():
+        why = "this process runs on a Spark session or cluster already"
+    if why is None:
+        return n
+    if engine == "local":
+        raise InvalidArgumentError(f"--engine local: {why}")
+    return None
+
+
+def log_output(job: str) -> int | None:
+    """A file descriptor of a new log file for what this run's Spark JVM or local workers print (None:
+    ``--verbose``, they print to the terminal); :func:`run_log_file` names it afterwards."""
+    import os
+
+    global _run_log
+    if _verbose:
+        return None
+    log = new_log_file(job)
+    _run_log = log
+    return os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
 
 def session(cfg, master: str | None, scheduler_only: bool = False):
@@ -38,20 +90,17 @@ def session(cfg, master: str | None, scheduler_only: bool = False):
     from lakesink import wiring
     from lakesink.spark import get_spark
 
-    global _spark_log
     quiet_query_error_loggers()
     starts_jvm = SparkSession.getActiveSession() is None
-    log = new_log_file(cfg.name) if starts_jvm and not _verbose else None
     # the JVM's own output (and its Python workers' stderr) goes to the file; this process's stays on the terminal
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if log is not None else None
+    fd = log_output(cfg.name) if starts_jvm else None
     try:
         spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
-                          conf=quiet_spark_conf(log), scheduler_only=scheduler_only, jvm_output=fd)
+                          conf=quiet_spark_conf(run_log_file() if fd is not None else None),
+                          scheduler_only=scheduler_only, jvm_output=fd)
     finally:
         if fd is not None:
             os.close(fd)
-    if log is not None:
-        _spark_log = log
     if _active_stop is not None:  # pyspark's SparkContext replaced the SIGINT handler: ours again
         _active_stop.reinstall()
     return spark
@@ -90,7 +139,7 @@ class SessionInAdvance:
 
 LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
 _active_stop: "StopSignals | None" = None  # the running sink's signal handling (see StopSignals)
-_spark_log: str | None = None
+_run_log: str | None = None
 _verbose = False
 
 
@@ -101,9 +150,10 @@ def set_verbose(verbose: bool) -> None:
     _verbose = bool(verbose)
 
 
-def spark_log_file() -> str | None:
-    """The log file of the Spark JVM this process started (None: none started, or it logs to the terminal)."""
-    return _spark_log
+def run_log_file() -> str | None:
+    """The log file of the Spark JVM or local workers this process started (None: none, or they log to the
+    terminal)."""
+    return _run_log
 
 
 def new_log_file(job: str) -> str:
@@ -140,11 +190,13 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     Spark starts in advance, right after the config is read (:class:`SessionInAdvance`): a path manifest is
     planned with delta-rs, without Spark, so the JVM starts while the plan is made; the first batch with
     something to archive waits for what is left of that start (its ``session`` phase). A run that finds nothing
-    new never asks for the session and exits without waiting for it."""
+    new never asks for the session and exits without waiting for it. When Spark would only schedule Python tasks
+    here, local worker processes run them instead and no JVM starts (:func:`local_workers`, ``--engine``); they
+    start at the same point, and the run ends them."""
     import time
 
     from lakesink.config import load_config
-    from lakesink.driver.sink import SinkJob, parse_interval
+    from lakesink.driver.sink import parse_interval
 
     startup = {"start": seconds_since_process_start()}
     t = time.monotonic()
@@ -158,9 +210,36 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     from lakesink.spark import starts_local_jvm
 
     start = functools.partial(session, cfg, args.master, wiring.spark_schedules_only(cfg))
-    spark = SessionInAdvance(start) if starts_local_jvm() else start
+    workers = local_workers(cfg, getattr(args, "engine", "auto"), args.master)
+    tasks = None
+    if workers is not None:  # the workers start now, while the driver plans; Spark is not started at all
+        import os
+
+        from lakesink.driver.local_tasks import LocalTasks
+
+        fd = log_output(cfg.name)
+        try:
+            tasks = LocalTasks(workers, output=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        spark = start
+    else:
+        spark = SessionInAdvance(start) if starts_local_jvm() else start
+    try:
+        return _run(args, output, cfg, spark, tasks, startup, t, interval, every)
+    finally:
+        if tasks is not None:
+            tasks.close()
+
+
+def _run(args, output, cfg, spark, tasks, startup: dict, t: float, interval: float, every: float) -> SinkResult:
+    import time
+
+    from lakesink.driver.sink import SinkJob
+
     run_preflight(cfg)  # timed with `init`
-    job = SinkJob(spark, cfg)
+    job = SinkJob(spark, cfg, tasks=tasks)
     startup["init"] = time.monotonic() - t
     from lakesink.cli.progress import ProgressDisplay
 

@@ -7,6 +7,9 @@ one task per planned Kafka range, so partitions done also counts ranges that hel
 completed task; records read also arrive live, in UDP datagrams each task sends the driver every 0.5 s
 (:class:`LiveReceiver`; best effort: where executors cannot reach the driver by UDP, the display moves per
 completed task). Records archived, bytes and objects move when a task completes.
+
+Tasks in local worker processes (:mod:`lakesink.driver.local_tasks`, no Spark) have no accumulator: the driver
+adds each completed task's rows itself (:attr:`Tracking.done`), and the live datagrams come over the loopback.
 """
 from __future__ import annotations
 
@@ -18,11 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from lakesink.executor.progress import Counts, CountsParam, counted, uncounted
+from lakesink.executor.progress import Counts, CountsParam, counted, counts_of, uncounted
 
 log = logging.getLogger("lakesink.driver.progress")
 
-__all__ = ["Progress", "POLL_S", "Tracking", "LiveReceiver", "driver_host", "tasks_completed", "track"]
+__all__ = ["Progress", "POLL_S", "Tracking", "DriverCounts", "LiveReceiver", "driver_host", "tasks_completed", "track"]
 
 #: How often the driver looks at the accumulator and the status tracker.
 POLL_S = 0.5
@@ -65,6 +68,22 @@ class Tracking:
 
     count: Callable[[Iterator[Any]], Iterator[Any]]
     live_to: tuple[str, int, str] | None = None
+    #: the driver calls it with each completed task's result rows when no accumulator carries them (local tasks)
+    done: Callable[[list[str]], None] = lambda rows: None
+
+
+class DriverCounts:
+    """An accumulator's stand-in for tasks without Spark: the driver adds what each completed task returned."""
+
+    def __init__(self) -> None:
+        self.value = Counts()
+        self.tasks = 0  # completed, those that read nothing included (one task per planned range)
+        self._lock = threading.Lock()
+
+    def add_rows(self, rows: list[str]) -> None:
+        with self._lock:
+            self.value = self.value + counts_of(rows)
+            self.tasks += 1
 
 
 class LiveReceiver:
@@ -123,11 +142,13 @@ def driver_host(spark: Any) -> str | None:
 @contextlib.contextmanager
 def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int, partitions: int,
           poll_s: float = POLL_S) -> Iterator[Tracking]:
-    """While the body runs the batch's Spark job, call ``listener`` with its :class:`Progress` every ``poll_s``
-    and once more, ``done``, when the body succeeded. Yields the :class:`Tracking` the tasks need (its ``count``
-    is the identity, and nothing is sent, without a listener)."""
-    acc = None
-    if listener is not None:
+    """While the body runs the batch's Spark job (``spark`` None: its local tasks), call ``listener`` with its
+    :class:`Progress` every ``poll_s`` and once more, ``done``, when the body succeeded. Yields the
+    :class:`Tracking` the tasks need (its ``count`` is the identity, and nothing is sent, without a listener)."""
+    acc: Any = None
+    if listener is not None and spark is None:
+        acc = DriverCounts()
+    elif listener is not None:
         try:
             acc = spark.sparkContext.accumulator(Counts(), CountsParam())
         except Exception as e:  # noqa: BLE001 - e.g. Spark Connect has no SparkContext: no display, same batch
@@ -136,7 +157,7 @@ def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int
         yield Tracking(uncounted)
         return
     live = None
-    host = driver_host(spark)
+    host = driver_host(spark) if spark is not None else "127.0.0.1"
     if host is not None:
         try:
             live = LiveReceiver(host)
@@ -148,7 +169,8 @@ def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int
 
     def snapshot(done: bool = False) -> Progress:
         c: Counts = acc.value
-        done_tasks[0] = max(done_tasks[0], c.partitions, tasks_completed(spark))
+        completed = tasks_completed(spark) if spark is not None else acc.tasks
+        done_tasks[0] = max(done_tasks[0], c.partitions, completed)
         read = c.records_read if done or live is None else max(c.records_read, live.records_read())
         return Progress(batch_id, partitions, min(partitions, partitions if done else done_tasks[0]),
                         read, c.records, c.bytes, c.objects, time.monotonic() - t0, done)
@@ -171,7 +193,11 @@ def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int
     thread.start()
     ok = False
     try:
-        yield Tracking(functools.partial(counted, acc=acc), live.address if live is not None else None)
+        live_to = live.address if live is not None else None
+        if isinstance(acc, DriverCounts):
+            yield Tracking(uncounted, live_to, acc.add_rows)
+        else:
+            yield Tracking(functools.partial(counted, acc=acc), live_to)
         ok = True
     finally:
         stop.set()

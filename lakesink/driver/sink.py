@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from lakesink import wiring
 from lakesink.errors import (BatchFailedError, BatchValidationError, DataLossError, FencedError, KeyConflictError,
@@ -39,6 +39,9 @@ from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest import CHAIN_KINDS, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
+
+if TYPE_CHECKING:
+    from lakesink.driver.local_tasks import LocalTasks
 
 log = logging.getLogger("lakesink.driver.sink")
 
@@ -107,9 +110,17 @@ class SinkJob:
     #: Called with a :class:`lakesink.driver.progress.Progress` while a batch's Spark job runs (a CLI display)
     on_progress: Callable[[Any], None] | None = None
 
-    def __init__(self, spark, cfg, run_id: str | None = None, hooks: Hooks | None = None):
+    def __init__(self, spark, cfg, run_id: str | None = None, hooks: Hooks | None = None,
+                 tasks: "LocalTasks | None" = None):
         """``spark``: a SparkSession, or a zero-argument callable returning one, called when a batch first has
-        something to archive (a path manifest is read and committed with delta-rs: planning needs no Spark)."""
+        something to archive (a path manifest is read and committed with delta-rs: planning needs no Spark).
+        ``tasks``: local worker processes that run the direct reader's tasks instead of Spark (the CLI's local
+        engine, :mod:`lakesink.driver.local_tasks`; only for a config whose Spark would only schedule them,
+        :func:`lakesink.wiring.spark_schedules_only`)."""
+        if tasks is not None and not wiring.spark_schedules_only(cfg):
+            raise InvalidArgumentError(f"job {cfg.name!r}: local tasks need kafka.reader=direct and a path "
+                                       "manifest and metrics table (delta-rs); this config needs Spark")
+        self.tasks = tasks
         from lakesink.driver.kafka_admin import KafkaMetadata
         from lakesink.store import open_store
 
@@ -248,7 +259,8 @@ class SinkJob:
         from lakesink.driver.progress import track
 
         cfg = self.cfg
-        with track(self.spark, self.on_progress, ctx.batch_id, len(plans)) as tracking:
+        with track(None if self.tasks is not None else self.spark, self.on_progress, ctx.batch_id,
+                   len(plans)) as tracking:
             count = tracking.count
             if tracking.live_to is not None:  # tasks send their live counts there (lakesink.executor.progress)
                 ctx = dataclasses.replace(ctx, progress_to=tracking.live_to)
@@ -256,11 +268,13 @@ class SinkJob:
                 df, columnar = self._read(plans)
                 return [r.row for r in df.mapInArrow(
                     lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA).collect()]
-            return self._read_direct(plans, ctx, starts, count)
+            return self._read_direct(plans, ctx, starts, count, tracking.done)
 
-    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter) -> list[str]:
-        """The direct reader (:mod:`lakesink.executor.kafka_reader`): one Spark partition per planned range,
-        whose task reads it with librdkafka and archives it; the result rows.
+    def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter,
+                     done: Callable[[list[str]], None] | None = None) -> list[str]:
+        """The direct reader (:mod:`lakesink.executor.kafka_reader`): one task per planned range, which reads it
+        with librdkafka and archives it; the result rows. With local tasks (:attr:`tasks`) they run in local
+        worker processes, ``done`` called with each one's rows as it completes; else in Spark.
 
         On a local master the tasks are a Python RDD's: a cold local driver JVM (every CLI run) then plans no
         Spark SQL query and converts nothing to Arrow, about a second less of a cold start on two cores (measured
@@ -282,6 +296,8 @@ class SinkJob:
             return count(read_and_archive(ids, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
                                           headers, cfg.store_kafka_metadata, cfg.kafka_retry_deadline_ms / 1000.0))
 
+        if self.tasks is not None:
+            return self.tasks.run(lambda i: result_rows(task((i,))), len(ranges), done)
         sc = local_context(self.spark)
         if sc is not None:  # n slices of range(n): exactly one id, one Kafka range, per Spark partition
             return sc.parallelize(range(len(ranges)), len(ranges)).mapPartitions(
@@ -308,7 +324,7 @@ class SinkJob:
             # resolve the manifest's transaction ids while the executors work (see Manifest.warm_commit)
             warm = threading.Thread(target=self.manifest.warm_commit, name="lakesink-warm-commit", daemon=True)
             warm.start()
-            if callable(self._spark):  # a cold start, timed as its own phase
+            if self.tasks is None and callable(self._spark):  # a cold start, timed as its own phase
                 t1 = time.monotonic()
                 self.spark
                 result.seconds["session"] = time.monotonic() - t1

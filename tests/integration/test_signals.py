@@ -1,7 +1,7 @@
 """SIGTERM to the whole process group of ``lakesink sink`` mid-batch (what systemd and schedulers send; issue
 #14 item 3): the Spark JVM is in its own process group, so only the driver gets the signal; it lets the batch
 commit, says so in one line and exits 0. The manifest is exact, the next run archives the rest exactly once,
-and no Spark JVM is left running."""
+and no Spark JVM is left running. The same with the local engine's worker processes."""
 from __future__ import annotations
 
 import os
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from archive_checks import base_config, check_exactly_once, json_payloads, produce
 
 from lakesink.config import SinkConfig
@@ -36,7 +37,36 @@ def jvms_logging_to(log: str) -> list[int]:
     return pids
 
 
-def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path, kafka, s3, bucket, topic_name):
+def local_workers_of(pid: int) -> list[int]:
+    """Pids of live local workers (lakesink.executor.local_worker) whose parent is ``pid``."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"lakesink.executor.local_worker" in cmd and int(fields[1]) == pid and fields[0] != "Z":
+            pids.append(int(d))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path, kafka, s3, bucket, topic_name,
+                                                                engine):
+    """The local engine's workers run in their own session too: the group's SIGTERM reaches the driver only."""
     kafka.create_topic(topic_name, partitions=2)
     sent = produce(kafka, topic_name, json_payloads(20000), partition_of=lambda i: i % 2)
     cfg_dict = base_config(kafka, s3, bucket, topic_name, **{"flush.size": "100"})
@@ -44,15 +74,24 @@ def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path,
     path.write_text("\n".join(f"{k}={v}" for k, v in cfg_dict.items()))
     log = str(tmp_path / "spark.log")
     proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "sink", "--config", str(path), "--once",
-                             "--flush-tail", "--progress", "none"],
+                             "--flush-tail", "--progress", "none", "--engine", engine],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             start_new_session=True,
                             env={**os.environ, "PYTHONPATH": REPO, "LAKESINK_SPARK_LOG_FILE": log})
     deadline = time.monotonic() + 120
-    while not jvms_logging_to(log) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert proc.poll() is None, f"the run ended before its JVM started: {proc.communicate()}"
-    time.sleep(3)  # into the batch (session start / archive)
+    workers: list[int] = []
+    if engine == "spark":
+        while not jvms_logging_to(log) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the run ended before its JVM started: {proc.communicate()}"
+        time.sleep(3)  # into the batch (session start / archive)
+    else:  # no JVM: wait for the workers, then for the batch's first object (its commit comes after the last)
+        client = s3.client()
+        while proc.poll() is None and time.monotonic() < deadline and not (
+                workers and client.list_objects_v2(Bucket=bucket, Prefix="topics/").get("KeyCount")):
+            workers = workers or local_workers_of(proc.pid)
+            time.sleep(0.05)
+        assert proc.poll() is None and workers, f"the run ended before its first object: {proc.communicate()}"
     t = time.monotonic()
     os.killpg(proc.pid, signal.SIGTERM)
     out, err = proc.communicate(timeout=300)
@@ -65,6 +104,7 @@ def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path,
     while jvms_logging_to(log) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not jvms_logging_to(log), "a Spark JVM outlived the run"
+    assert not [p for p in workers if alive(p)], "a local worker outlived the run"
     # the manifest is exact and a next run archives the rest exactly once (nothing half-committed)
     cfg = SinkConfig.from_dict(cfg_dict)
     SinkJob(spark, cfg).run_batch(flush_tail=True)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from archive_checks import base_config, check_chains, manifest_rows, produce
 
 from lakesink.config import load_config
@@ -52,9 +53,11 @@ def test_bad_config_exits_3_naming_every_problem(tmp_path):
     assert str(f) in r.stderr
 
 
-def test_a_bad_record_is_one_stderr_line_and_the_details_go_to_the_log_file(kafka, s3, bucket, topic_name, tmp_path):
-    """Spark's task-failure log and the Python worker's traceback go to the run's log file; stderr has the one
-    `lakesink: error:` line naming the record, its cause and the log file; exit 6 (bad record)."""
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_bad_record_is_one_stderr_line_and_the_details_go_to_the_log_file(kafka, s3, bucket, topic_name, tmp_path,
+                                                                            engine):
+    """Spark's task-failure log (or the local worker's) and the Python traceback go to the run's log file; stderr
+    has the one `lakesink: error:` line naming the record, its cause and the log file; exit 6 (bad record)."""
     from archive_checks import json_payloads, write_config
 
     kafka.create_topic(topic_name, partitions=1)
@@ -63,12 +66,13 @@ def test_a_bad_record_is_one_stderr_line_and_the_details_go_to_the_log_file(kafk
     log = tmp_path / "run.log"
     env = {**__import__("os").environ, "LAKESINK_SPARK_LOG_FILE": str(log)}
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", "sink", "--config", cfg, "--once", "--master",
-                        "local[1]"], capture_output=True, text=True, timeout=540, env=env, cwd=tmp_path)
+                        "local[1]", "--engine", engine], capture_output=True, text=True, timeout=540, env=env,
+                       cwd=tmp_path)
     assert r.returncode == 6, r.stderr[-3000:]
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr[-5000:]
     assert lines[0].startswith("lakesink: error: batch 0 of job") and "nothing was committed" in lines[0]
-    assert f"{topic_name}-0@3" in lines[0] and f"(Spark log: {log})" in lines[0]
+    assert f"{topic_name}-0@3" in lines[0] and f"(log: {log})" in lines[0]
     text = log.read_text()
     assert "Traceback" in text and f"{topic_name}-0@3" in text
     assert "s3.bucket.name" not in r.stdout  # the results only
@@ -110,8 +114,8 @@ def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(k
         log = tmp_path / f"run{run}.log"
         env = {**os.environ, "LAKESINK_SPARK_LOG_FILE": str(log)}
         proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config", cfg,
-                                 "--once", "--master", "local[1]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, cwd=tmp_path)
+                                 "--once", "--master", "local[1]", "--engine", "spark"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
         seen: set[str] = set()
         while proc.poll() is None:  # the JVM's stdout and stderr, while it lives
             for pid in _jvms_logging_to(log):
@@ -130,3 +134,84 @@ def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(k
         while _jvms_logging_to(log) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not _jvms_logging_to(log), "the run's JVM outlived it"
+
+
+def _local_workers_of(pid: int) -> list[int]:
+    """Pids of live local workers (lakesink.executor.local_worker) that process ``pid`` started."""
+    import os
+
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read()
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if b"lakesink.executor.local_worker" in cmd and int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(d))
+    return found
+
+
+def _is_local_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return b"lakesink.executor.local_worker" in cmd and state != "Z"
+
+
+def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket, topic_name, tmp_path):
+    """Spark would only schedule this config's tasks on a local master, so `--engine auto` (the default) runs
+    them in local worker processes: they appear before the batch line (also for a run with nothing new), in their
+    own session, writing to the run's log file; no JVM starts; they are gone after the run. The archive is the
+    one the Spark engine writes (tests/integration/test_sink_direct.py compares them byte for byte)."""
+    import os
+
+    from archive_checks import json_payloads, write_config
+
+    kafka.create_topic(topic_name, partitions=2)
+    produce(kafka, topic_name, json_payloads(10), partition_of=lambda i: i % 2)
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{"flush.size": "5"}))
+    for run, records in ((0, 10), (1, 0)):
+        log = tmp_path / f"run{run}.log"
+        env = {**os.environ, "LAKESINK_SPARK_LOG_FILE": str(log)}
+        proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config", cfg,
+                                 "--once", "--master", "local[2]"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, cwd=tmp_path)
+        workers: set[int] = set()
+        stderr_of: set[str] = set()
+        while proc.poll() is None:
+            for pid in _local_workers_of(proc.pid):
+                workers.add(pid)
+                try:
+                    stderr_of.add(os.readlink(f"/proc/{pid}/fd/2"))
+                    assert os.getsid(pid) == pid  # their own session: a signal to the run's group spares them
+                except OSError:
+                    pass
+            assert not _jvms_logging_to(log)
+            time.sleep(0.02)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        batch = json.loads(out.splitlines()[-1])
+        assert batch["records"] == records and not err.strip(), err
+        assert len(workers) == 2 and stderr_of == {str(log)}, (workers, stderr_of)  # local[2]: two, in advance
+        assert "session" not in batch["seconds"]  # no Spark to wait for
+        assert not [p for p in workers if _is_local_worker(p)], "a local worker outlived the run"
+        assert batch["objects"] == (2 if records else 0)  # flush.size 5: one object per partition
+
+
+def test_engine_local_for_a_config_that_needs_spark_is_one_line(kafka, s3, bucket, topic_name, tmp_path):
+    from archive_checks import write_config
+
+    cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{"kafka.reader": "spark"}))
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", "sink", "--config", cfg, "--once", "--engine", "local"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("lakesink: error: --engine local: the config needs Spark (kafka.reader=spark"), lines

@@ -52,27 +52,49 @@ def comparable_rows(rows) -> list[dict]:
     return sorted(out, key=lambda d: json.dumps(d, sort_keys=True, default=str))
 
 
+@pytest.fixture(scope="module")
+def local_tasks():
+    """Two local worker processes (the CLI's local engine), shared by this module's tests."""
+    from lakesink.driver.local_tasks import LocalTasks
+
+    with LocalTasks(2) as tasks:
+        yield tasks
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_both_readers_write_identical_archives(spark, kafka, s3, topic_name, fmt):
+def test_both_readers_write_identical_archives(spark, kafka, s3, topic_name, fmt, local_tasks):
+    """Spark's Kafka source, the direct reader in Spark tasks, and the direct reader in local worker processes
+    (no Spark): the same objects, byte for byte, and the same manifest rows."""
     kafka.create_topic(topic_name, partitions=2)
     over, payloads = FORMATS[fmt]
     produce(kafka, topic_name, payloads(230), partition_of=lambda i: i % 2, headers=True)
-    cfgs = {}
-    for reader in ("direct", "spark"):
-        bucket = s3.create_bucket(f"rd-{reader}-{topic_name}")
-        cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
-            **over, "name": f"job-{topic_name}", "flush.size": "40", "kafka.reader": reader}))
-        job = SinkJob(spark, cfgs[reader])
+    cfgs, engines = {}, {"direct": None, "spark": None, "local": local_tasks}
+    for name in engines:
+        bucket = s3.create_bucket(f"rd-{name}-{topic_name}")
+        cfgs[name] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+            **over, "name": f"job-{topic_name}", "flush.size": "40",
+            "kafka.reader": "spark" if name == "spark" else "direct"}))
+        job = SinkJob(spark, cfgs[name], tasks=engines[name])
         job.run_batch()  # full files only: tails stay open ...
     produce(kafka, topic_name, payloads(50, start=230), partition_of=lambda i: i % 2, headers=True)
-    for reader in ("direct", "spark"):
-        SinkJob(spark, cfgs[reader]).run_batch(flush_tail=True)  # ... and are re-read, then closed
+    for name in engines:
+        SinkJob(spark, cfgs[name], tasks=engines[name]).run_batch(flush_tail=True)  # ... re-read, then closed
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
     check_chains(rows["direct"], {(topic_name, 0): 140, (topic_name, 1): 140})
-    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"])
+    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"]) == comparable_rows(rows["local"])
     objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
-    assert len(objects["direct"]) == 16 and objects["direct"] == objects["spark"]  # 8 values + their .metadata.avro
+    assert len(objects["direct"]) == 16  # 8 values + their .metadata.avro
+    assert objects["direct"] == objects["spark"] == objects["local"]
     assert archived_values(spark, cfgs["direct"]) == archived_values(spark, cfgs["spark"])
+
+
+def test_local_tasks_need_a_config_spark_only_schedules(spark, kafka, s3, bucket, topic_name, local_tasks):
+    """Spark's Kafka source cannot run in local workers: the job refuses at once, naming why."""
+    from lakesink.errors import InvalidArgumentError
+
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"kafka.reader": "spark"}))
+    with pytest.raises(InvalidArgumentError, match="kafka.reader=direct"):
+        SinkJob(spark, cfg, tasks=local_tasks)
 
 
 def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
@@ -153,16 +175,18 @@ def test_an_unreachable_broker_fails_in_bounded_time(kafka, topic_name):
     assert time.monotonic() - t < 15
 
 
-def test_truncated_range_fails_the_batch_and_commits_nothing(spark, kafka, s3, bucket, topic_name, monkeypatch):
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_truncated_range_fails_the_batch_and_commits_nothing(spark, kafka, s3, bucket, topic_name, monkeypatch,
+                                                             engine, request):
     """Records deleted past the planned start between planning and reading: the batch fails, naming
-    the partition and cause, and commits nothing."""
+    the partition and cause, and commits nothing -- in Spark tasks and in local worker processes alike."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(30), headers=False)
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name))
-    job = SinkJob(spark, cfg)
+    job = SinkJob(spark, cfg, tasks=request.getfixturevalue("local_tasks") if engine == "local" else None)
     plan = job.plan
 
     def plan_then_truncate():

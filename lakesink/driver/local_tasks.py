@@ -1,0 +1,204 @@
+"""The sink's local engine: a batch's direct-reader tasks in worker processes on this machine, without Spark.
+
+On a local master with the direct reader and a path manifest (:func:`lakesink.wiring.spark_schedules_only`),
+Spark moves no data: it starts a JVM (seconds of a cold run's wall time, and more of CPU on a small machine)
+only to hand Python tasks to forked Python workers. :class:`LocalTasks` runs those very tasks -- the same
+closure, one per planned Kafka range, giving the same result rows -- in ``parallelism`` worker processes
+(:mod:`lakesink.executor.local_worker`) that start in advance, while the driver plans, and import what the
+tasks import before the first one arrives.
+
+Semantics follow a local Spark master's: tasks are spread over the workers, a worker runs its tasks one after
+another, and the first task that fails fails the batch (no retry, as Spark's local mode) and stops the others.
+A worker that dies fails its task the same way. Workers run in their own session: a signal to the driver's
+process group reaches the driver only, which lets the batch finish or abandons it (see
+:class:`lakesink.cli.sink.StopSignals`); they end when the driver closes their stdin, whatever way it ends.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import re
+import selectors
+import subprocess
+import sys
+from typing import Callable, Iterable
+
+from lakesink.errors import LocalTaskError
+
+log = logging.getLogger("lakesink.driver.local_tasks")
+
+__all__ = ["LocalTasks", "local_parallelism"]
+
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
+
+
+def local_parallelism(master: str, cpus: int | None = None) -> int | None:
+    """How many tasks a local Spark ``master`` runs at once (``local`` 1, ``local[N]`` and ``local[N,F]`` N,
+    ``local[*]`` the machine's CPUs); None for any other master (a cluster)."""
+    m = _LOCAL.fullmatch(master.strip())
+    if m is None:
+        return None
+    if m.group(1) is None:
+        return 1
+    if m.group(1) == "*":
+        return max(1, cpus if cpus is not None else (os.cpu_count() or 1))
+    return max(1, int(m.group(1)))
+
+
+class _Worker:
+    """The driver's end of one worker: a pipe to send tasks, a pipe to receive results."""
+
+    def __init__(self, tasks_w: int, results_r: int, group: subprocess.Popen):
+        self.send_to = os.fdopen(tasks_w, "wb", buffering=0)
+        self.receive_from = os.fdopen(results_r, "rb", buffering=0)
+        self.group = group  # the process that started it (and runs one of its group's workers itself)
+        self.pid: int | None = None  # from its "ready" frame
+        self.dead = False
+
+    def fileno(self) -> int:
+        return self.receive_from.fileno()
+
+    def send(self, message: bytes) -> None:
+        from lakesink.executor.local_worker import write_frame
+
+        try:
+            write_frame(self.send_to, message)
+        except OSError:
+            self.dead = True  # its receive reports it
+
+    def receive(self) -> tuple[str, object]:
+        """The next result frame (a "ready" frame first is taken in passing)."""
+        from lakesink.executor.local_worker import read_frame
+
+        while True:
+            try:
+                frame = read_frame(self.receive_from)
+            except (OSError, EOFError):
+                frame = None
+            if frame is None:
+                self.dead = True
+                who = f"pid {self.pid}" if self.pid is not None else f"started by pid {self.group.pid}"
+                return "error", f"lakesink local worker ({who}) ended during its task (killed, or it exited)"
+            status, payload = pickle.loads(frame)
+            if status == "ready":
+                self.pid = payload
+                continue
+            return status, payload
+
+    def stop(self) -> None:
+        """Close its pipes: the worker ends at once, idle or mid-task."""
+        self.dead = True
+        for f in (self.send_to, self.receive_from):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def _start_workers(n: int, output: int | None) -> list[_Worker]:
+    """``n`` workers from one new process, which imports once and forks (:mod:`lakesink.executor.local_worker`)."""
+    from lakesink.executor.local_worker import MODULE
+
+    ends, theirs = [], []
+    for _ in range(n):
+        tasks_r, tasks_w = os.pipe()
+        results_r, results_w = os.pipe()
+        ends.append((tasks_w, results_r))
+        theirs.append((tasks_r, results_w))
+    try:
+        group = subprocess.Popen([sys.executable, "-m", MODULE, *(f"{r}:{w}" for r, w in theirs)],
+                                 pass_fds=[fd for pair in theirs for fd in pair], stdin=subprocess.DEVNULL,
+                                 stdout=output, stderr=output, start_new_session=True)
+    except BaseException:
+        for fd in [fd for pair in ends + theirs for fd in pair]:
+            os.close(fd)
+        raise
+    for fd in [fd for pair in theirs for fd in pair]:
+        os.close(fd)  # the workers' ends are theirs alone: a worker's death then reads as the end of its pipe
+    for tasks_w, _ in ends:
+        os.set_inheritable(tasks_w, False)
+    return [_Worker(w, r, group) for w, r in ends]
+
+
+class LocalTasks:
+    """``parallelism`` local worker processes, started now (see the module docstring). ``output``: a file
+    descriptor for the workers' stderr (the run's log file); default this process's."""
+
+    def __init__(self, parallelism: int, output: int | None = None):
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be at least 1, not {parallelism}")
+        self.parallelism = parallelism
+        self._output = os.dup(output) if output is not None else None
+        self._workers = _start_workers(parallelism, self._output)
+        self._groups = {id(w.group): w.group for w in self._workers}
+
+    def run(self, task: Callable[[int], Iterable[str]], n: int,
+            on_done: Callable[[list[str]], None] | None = None) -> list[str]:
+        """Run ``task(i)`` for each ``i`` in ``range(n)`` on the workers; the concatenated results, in task
+        order. ``on_done`` gets each task's results as it completes (a progress display). The first failure
+        stops the tasks still running and raises :class:`LocalTaskError`."""
+        from pyspark import cloudpickle
+
+        blob = cloudpickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+        self._replace_dead()
+        results: list[list[str] | None] = [None] * n
+        pending = list(range(n))
+        busy: dict[_Worker, int] = {}
+        idle = list(self._workers)
+        sel = selectors.DefaultSelector()
+        try:
+            while pending or busy:
+                while pending and idle:
+                    w, i = idle.pop(0), pending.pop(0)
+                    w.send(pickle.dumps((blob, i), protocol=pickle.HIGHEST_PROTOCOL))
+                    busy[w] = i
+                    sel.register(w, selectors.EVENT_READ)
+                for key, _ in sel.select():
+                    w = key.fileobj
+                    i = busy.pop(w)  # type: ignore[arg-type]
+                    sel.unregister(w)
+                    status, payload = w.receive()  # type: ignore[union-attr]
+                    if status != "ok":
+                        raise LocalTaskError(f"task {i} of {n} failed: {payload}")
+                    results[i] = payload  # type: ignore[assignment]
+                    if on_done is not None:
+                        on_done(payload)  # type: ignore[arg-type]
+                    idle.append(w)  # type: ignore[arg-type]
+        finally:
+            for w in busy:  # a failure, or e.g. KeyboardInterrupt: no task outlives the batch
+                w.stop()
+            sel.close()
+        return [row for rows in results for row in (rows or [])]
+
+    def _replace_dead(self) -> None:
+        """Workers that ended (or were stopped) are replaced, from one new process."""
+        dead = [w for w in self._workers if w.dead]
+        if dead:
+            for w in dead:
+                w.stop()
+            fresh = _start_workers(len(dead), self._output)
+            self._groups.update({id(w.group): w.group for w in fresh})
+            self._workers = [w for w in self._workers if not w.dead] + fresh
+        for key, group in list(self._groups.items()):
+            if group.poll() is not None:
+                del self._groups[key]  # reaped
+
+    def close(self) -> None:
+        """End the workers (none runs a task between batches): their pipes close, which ends them, and each
+        process that started a group is killed, in case it is still importing and has not forked them yet."""
+        for w in self._workers:
+            w.stop()
+        for group in self._groups.values():
+            group.kill()
+            group.wait()
+        self._workers, self._groups = [], {}
+        if self._output is not None:
+            os.close(self._output)
+            self._output = None
+
+    def __enter__(self) -> "LocalTasks":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

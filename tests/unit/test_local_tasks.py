@@ -1,0 +1,200 @@
+"""The sink's local engine (lakesink.driver.local_tasks): tasks in local worker processes instead of Spark when
+Spark would only schedule them; which runs pick it (lakesink.cli.sink.local_workers); the worker's framing."""
+from __future__ import annotations
+
+import io
+import os
+import time
+
+import pytest
+
+from lakesink.cli.sink import local_workers
+from lakesink.config import SinkConfig
+from lakesink.driver.local_tasks import LocalTasks, local_parallelism
+from lakesink.driver.progress import DriverCounts, track
+from lakesink.errors import InvalidArgumentError, LocalTaskError
+from lakesink.executor.local_worker import read_frame, run_task, write_frame
+
+BASE = {"name": "j", "topics": "t", "flush.size": "3", "s3.bucket.name": "bkt", "manifest.location": "/tmp/m",
+        "kafka.bootstrap.servers": "k:9092"}
+
+
+@pytest.mark.parametrize("master,n", [("local", 1), ("local[3]", 3), ("local[*]", 8), ("local[2,4]", 2),
+                                      (" local[5] ", 5), ("spark://h:7077", None), ("yarn", None),
+                                      ("local-cluster[2,1,1024]", None), ("sc://h:15002", None)])
+def test_a_local_master_gives_its_task_slots(master, n):
+    assert local_parallelism(master, cpus=8) == n
+
+
+@pytest.fixture
+def no_master_env(monkeypatch):
+    monkeypatch.delenv("LAKESINK_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("LAKESINK_SPARK_CLUSTER", raising=False)
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+
+
+@pytest.mark.parametrize("extra,engine,master,expected", [
+    ({}, "auto", "local[2]", 2),                              # Spark would only schedule: local workers
+    ({}, "auto", None, os.cpu_count()),                       # local[*]
+    ({}, "local", "local[3]", 3),
+    ({}, "spark", "local[2]", None),                          # asked for Spark
+    ({}, "auto", "spark://h:7077", None),                     # a cluster
+    ({"kafka.reader": "spark"}, "auto", "local[2]", None),    # Spark's Kafka source needs Spark
+    ({"manifest.engine": "spark"}, "auto", None, None),       # delta-spark commits in the JVM
+])
+def test_which_runs_take_local_workers(no_master_env, extra, engine, master, expected):
+    assert local_workers(SinkConfig.from_dict({**BASE, **extra}), engine, master) == expected
+
+
+def test_the_master_may_come_from_the_environment(no_master_env, monkeypatch):
+    monkeypatch.setenv("LAKESINK_SPARK_MASTER", "local[3]")
+    assert local_workers(SinkConfig.from_dict(BASE), "auto", None) == 3
+    monkeypatch.setenv("LAKESINK_SPARK_MASTER", "spark://h:7077")
+    assert local_workers(SinkConfig.from_dict(BASE), "auto", None) is None
+
+
+@pytest.mark.parametrize("extra,engine,master,why", [
+    ({"kafka.reader": "spark"}, "local", None, "the config needs Spark"),
+    ({}, "local", "spark://h:7077", "master 'spark://h:7077' is not local"),
+    ({}, "processes", None, "expected one of auto, spark, local"),
+])
+def test_local_workers_that_cannot_be_are_an_error_naming_why(no_master_env, extra, engine, master, why):
+    with pytest.raises(InvalidArgumentError, match=why):
+        local_workers(SinkConfig.from_dict({**BASE, **extra}), engine, master)
+
+
+def test_frames_round_trip_and_a_cut_stream_is_an_error():
+    buf = io.BytesIO()
+    for payload in (b"", b"x", os.urandom(100_000)):
+        write_frame(buf, payload)
+    data = buf.getvalue()
+    stream = io.BytesIO(data)
+    assert [read_frame(stream) for _ in range(3)] == [b"", b"x", data[-100_000:]]
+    assert read_frame(stream) is None
+    for cut in (5, 20, 100):  # inside the first header, the third header, the third body
+        stream = io.BytesIO(data[:cut])
+        with pytest.raises(EOFError):
+            while read_frame(stream) is not None:
+                pass
+
+
+def test_a_task_message_runs_and_an_error_comes_back_as_its_traceback():
+    import pickle
+
+    from pyspark import cloudpickle
+
+    k = 3
+    ok = pickle.dumps((cloudpickle.dumps(lambda i: [f"{i}-{k}"] * 2), 7))
+    assert run_task(ok) == ("ok", ["7-3", "7-3"])
+
+    def fail(i):
+        raise InvalidArgumentError(f"bad task {i}")
+
+    status, text = run_task(pickle.dumps((cloudpickle.dumps(fail), 5)))
+    assert status == "error" and text.splitlines()[-1] == "lakesink.errors.InvalidArgumentError: bad task 5"
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    with LocalTasks(2) as t:
+        yield t
+
+
+def test_tasks_run_on_the_workers_in_task_order(tasks):
+    seen: list[list[str]] = []
+    out = tasks.run(lambda i: [f"{i}:{os.getpid()}"], 5, seen.append)
+    assert [r.split(":")[0] for r in out] == ["0", "1", "2", "3", "4"]
+    pids = {int(r.split(":")[1]) for r in out}
+    assert len(pids) == 2 and os.getpid() not in pids  # two worker processes, not this one
+    assert sorted(r for rows in seen for r in rows) == sorted(out)  # each task's rows as it completed
+    assert tasks.run(lambda i: [], 0) == []
+
+
+def test_a_failed_task_fails_the_run_naming_its_error_and_stops_the_others(tasks, tmp_path):
+    marker = tmp_path / "late"
+
+    def task(i):
+        if i == 0:
+            time.sleep(0.3)
+            raise ValueError("record t-0@3 is bad")
+        time.sleep(2)
+        marker.write_text("a stopped task went on")
+        return ["x"]
+
+    t = time.monotonic()
+    with pytest.raises(LocalTaskError, match=r"(?s)task 0 of 2 failed: .*\nValueError: record t-0@3 is bad$"):
+        tasks.run(task, 2)
+    assert time.monotonic() - t < 1.8  # the other task was not waited for ...
+    time.sleep(2.5)
+    assert not marker.exists()  # ... and did not finish: its worker was killed
+    assert tasks.run(lambda i: [str(i)], 3) == ["0", "1", "2"]  # new workers take the next batch
+
+
+def test_a_worker_that_dies_fails_its_task(tasks):
+    with pytest.raises(LocalTaskError, match=r"local worker \(pid \d+\) ended during its task"):
+        tasks.run(lambda i: os._exit(7), 1)
+    assert tasks.run(lambda i: ["ok"], 1) == ["ok"]
+
+
+DRIVER = """
+import os, sys, time
+from lakesink.driver.local_tasks import LocalTasks
+t = LocalTasks(2)
+print(*t.run(lambda i: [f"{os.getpid()}:{os.getsid(0)}"], 2), flush=True)
+t.run(lambda i: time.sleep(120), 2)  # both workers mid-task when this driver is killed
+"""
+
+
+def test_workers_share_one_import_run_in_their_own_session_and_end_with_their_driver():
+    """One process imports and forks the other worker; both are in a session of their own (a signal to the
+    driver's process group does not reach them); when the driver dies, even by SIGKILL mid-task, they end."""
+    import signal
+    import subprocess
+    import sys
+
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        workers = [tuple(map(int, w.split(":"))) for w in driver.stdout.readline().split()]
+        assert len(workers) == 2 and len({pid for pid, _ in workers}) == 2
+        sessions = {sid for _, sid in workers}
+        assert len(sessions) == 1 and sessions != {os.getsid(driver.pid)}  # one session, not the driver's
+        assert sessions < {pid for pid, _ in workers}  # the worker that leads it forked the other
+        time.sleep(0.5)
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver's whole group: the workers are not in it
+        driver.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid, _ in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid, _ in workers if _alive(pid)], "a worker outlived its driver"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_progress_counts_completed_local_tasks():
+    """No accumulator without Spark: the driver adds each completed task's rows, and a task that read nothing
+    still counts as a partition done."""
+    from lakesink.executor.task import PartitionStatus, encode_result
+
+    seen = []
+    with track(None, seen.append, batch_id=4, partitions=3, poll_s=0.05) as tracking:
+        assert tracking.live_to is not None and tracking.live_to[0] == "127.0.0.1"  # live datagrams: loopback
+        tracking.done([encode_result(PartitionStatus("t", 0, 12, 0, 11))])
+        tracking.done([encode_result(PartitionStatus("t", 1, 5, 0, 4))])
+        time.sleep(0.2)
+        during = seen[-1]
+        tracking.done([])  # a range with no records
+    assert (during.partitions_done, during.records_read, during.done) == (2, 17, False)
+    assert (seen[-1].partitions_done, seen[-1].records_read, seen[-1].done) == (3, 17, True)
+    counts = DriverCounts()
+    counts.add_rows([encode_result(PartitionStatus("t", 0, 2, 0, 1))])
+    assert counts.tasks == 1 and counts.value.records_read == 2
