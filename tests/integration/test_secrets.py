@@ -4,10 +4,14 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from archive_checks import base_config, json_payloads, process_tree, produce, run_cli, write_config
 
 
-def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, topic_name, tmp_path):
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, topic_name, tmp_path, engine):
+    """With the Spark engine: no process's argv (the JVM's included) nor Spark's event log; with the local engine:
+    no process's argv (the local workers get their tasks through pipes)."""
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(20))
     access_key = f"AKIAPLANTED{uuid.uuid4().hex[:8].upper()}"
@@ -30,16 +34,20 @@ def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, top
             except OSError:
                 pass
 
-    rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail"],
+    rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail", "--engine", engine],
                       env_extra={"SPARK_CONF_DIR": str(conf_dir)}, watch=snapshot_cmdlines)
     assert rc == 0, out
     assert "batch 0: 2 objects, 20 records" in out, out  # the credentials worked (S3A and boto3)
     jvms = [c for c in seen.values() if "java" in c and "org.apache.spark" in c]
-    assert jvms, f"the Spark JVM was never seen: {sorted(seen.values())}"
+    workers = [c for c in seen.values() if "lakesink.executor.local_worker" in c]
+    if engine == "spark":
+        assert jvms, f"the Spark JVM was never seen: {sorted(seen.values())}"
+    else:
+        assert workers and not jvms, f"local workers, no JVM: {sorted(seen.values())}"
     for pid, cmdline in seen.items():
         assert secret not in cmdline and access_key not in cmdline, f"pid {pid}: {cmdline}"
     logs = list(events.rglob("*"))
-    assert any(p.is_file() for p in logs), "no event log written"
+    assert any(p.is_file() for p in logs) is (engine == "spark"), "an event log only where Spark ran"
     for p in logs:
         if p.is_file():
             text = p.read_bytes().decode(errors="replace")
@@ -72,7 +80,7 @@ def test_planted_secrets_are_in_no_output_log_conf_dump_or_manifest(kafka, s3, b
     conf_dir, logs = tmp_path / "conf", tmp_path / "logs"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text("spark.logConf true\n")
-    rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail"],
+    rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail", "--engine", "spark"],  # Spark's conf dump
                       env_extra={"SPARK_CONF_DIR": str(conf_dir), "LAKESINK_LOG_DIR": str(logs)})
     assert rc == 0, out
     assert "batch 0: 2 objects, 20 records" in out, out

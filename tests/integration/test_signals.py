@@ -38,8 +38,9 @@ def jvms_logging_to(log: str) -> list[int]:
 
 
 def local_workers_of(pid: int) -> list[int]:
-    """Pids of live local workers (lakesink.executor.local_worker) whose parent is ``pid``."""
-    pids = []
+    """Pids of live local workers (lakesink.executor.local_worker) of driver ``pid``: the one it started, and
+    those that one forked."""
+    workers: dict[int, int] = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -50,9 +51,10 @@ def local_workers_of(pid: int) -> list[int]:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if b"lakesink.executor.local_worker" in cmd and int(fields[1]) == pid and fields[0] != "Z":
-            pids.append(int(d))
-    return pids
+        if b"lakesink.executor.local_worker" in cmd and fields[0] != "Z":
+            workers[int(d)] = int(fields[1])
+    started = {w for w, parent in workers.items() if parent == pid}
+    return sorted(started | {w for w, parent in workers.items() if parent in started})
 
 
 def alive(pid: int) -> bool:

@@ -137,10 +137,11 @@ def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(k
 
 
 def _local_workers_of(pid: int) -> list[int]:
-    """Pids of live local workers (lakesink.executor.local_worker) that process ``pid`` started."""
+    """Pids of live local workers (lakesink.executor.local_worker) of driver ``pid``: the one it started, and
+    those that one forked."""
     import os
 
-    found = []
+    workers: dict[int, int] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
@@ -150,9 +151,10 @@ def _local_workers_of(pid: int) -> list[int]:
                     fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if b"lakesink.executor.local_worker" in cmd and int(fields[1]) == pid and fields[0] != "Z":
-                found.append(int(d))
-    return found
+            if b"lakesink.executor.local_worker" in cmd and fields[0] != "Z":
+                workers[int(d)] = int(fields[1])
+    started = {w for w, parent in workers.items() if parent == pid}
+    return sorted(started | {w for w, parent in workers.items() if parent in started})
 
 
 def _is_local_worker(pid: int) -> bool:
@@ -187,11 +189,13 @@ def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket
         workers: set[int] = set()
         stderr_of: set[str] = set()
         while proc.poll() is None:
-            for pid in _local_workers_of(proc.pid):
-                workers.add(pid)
+            found = _local_workers_of(proc.pid)
+            workers |= set(found)
+            for pid in found:
                 try:
                     stderr_of.add(os.readlink(f"/proc/{pid}/fd/2"))
-                    assert os.getsid(pid) == pid  # their own session: a signal to the run's group spares them
+                    # a session of their own (the first worker's): a signal to the run's group spares them
+                    assert os.getsid(pid) in workers and os.getsid(pid) != os.getsid(proc.pid)
                 except OSError:
                     pass
             assert not _jvms_logging_to(log)

@@ -175,3 +175,28 @@ def test_boto3_session_built_from_the_mode():
     c = s.get_credentials()
     assert (c.access_key, c.secret_key, c.token, s.region_name) == ("AKX", "SKX", "TKX", "eu-west-1")
     assert boto3_session(CredentialSettings("static", "AKY", "SKY")).get_credentials().token is None
+
+
+def test_a_thread_keeps_its_session_while_the_credentials_stay(monkeypatch):
+    """Another store for the same credentials reuses the Session (no second load of botocore's models); new
+    credentials, another region, another thread or a changed AWS_* environment (default chain) get a new one."""
+    import threading
+
+    a = boto3_session(CredentialSettings("static", "AK1", "SK1"), "eu-west-1")
+    assert boto3_session(CredentialSettings("static", "AK1", "SK1"), "eu-west-1") is a
+    rotated = boto3_session(CredentialSettings("static", "AK1", "SK2"), "eu-west-1")
+    assert rotated is not a and rotated.get_credentials().secret_key == "SK2"
+    assert boto3_session(CredentialSettings("static", "AK1", "SK2"), "us-east-1") is not rotated
+    other: list = []
+    t = threading.Thread(target=lambda: other.append(boto3_session(CredentialSettings("static", "AK1", "SK2"),
+                                                                   "eu-west-1")))
+    t.start()
+    t.join()
+    assert other[0] is not rotated
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENV1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ENVS")
+    chain = boto3_session(CredentialSettings(), "eu-west-1")
+    assert boto3_session(CredentialSettings(), "eu-west-1") is chain
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENV2")
+    changed = boto3_session(CredentialSettings(), "eu-west-1")
+    assert changed is not chain and changed.get_credentials().access_key == "ENV2"
