@@ -4,18 +4,18 @@ On a local master with the direct reader and a path manifest (:func:`lakesink.wi
 Spark moves no data: it starts a JVM (seconds of a cold run's wall time, and more of CPU on a small machine)
 only to hand Python tasks to forked Python workers. :class:`LocalTasks` runs those very tasks -- the same
 closure, one per planned Kafka range, giving the same result rows -- in ``parallelism`` worker processes
-(:mod:`lakesink.executor.local_worker`) that start in advance, while the driver plans, and import what the
-tasks import before the first one arrives.
+(:mod:`lakesink.executor.local_worker`) that start in advance, while the driver plans: one process imports what
+the tasks import, once, and forks the others before the first task arrives.
 
 Semantics follow a local Spark master's: tasks are spread over the workers, a worker runs its tasks one after
 another, and the first task that fails fails the batch (no retry, as Spark's local mode) and stops the others.
 A worker that dies fails its task the same way. Workers run in their own session: a signal to the driver's
 process group reaches the driver only, which lets the batch finish or abandons it (see
-:class:`lakesink.cli.sink.StopSignals`); they end when the driver closes their stdin, whatever way it ends.
+:class:`lakesink.cli.sink.StopSignals`); each ends when its task pipe from the driver closes, which happens
+whatever way the driver ends.
 """
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import re
@@ -25,8 +25,6 @@ import sys
 from typing import Callable, Iterable
 
 from lakesink.errors import LocalTaskError
-
-log = logging.getLogger("lakesink.driver.local_tasks")
 
 __all__ = ["LocalTasks", "local_parallelism"]
 
@@ -42,8 +40,16 @@ def local_parallelism(master: str, cpus: int | None = None) -> int | None:
     if m.group(1) is None:
         return 1
     if m.group(1) == "*":
-        return max(1, cpus if cpus is not None else (os.cpu_count() or 1))
+        return max(1, cpus if cpus is not None else _cpus())
     return max(1, int(m.group(1)))
+
+
+def _cpus() -> int:
+    # the CPUs this process may run on (as the JVM's availableProcessors, which local[*] uses), not the host's
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class _Worker:
@@ -116,8 +122,6 @@ def _start_workers(n: int, output: int | None) -> list[_Worker]:
         raise
     for fd in [fd for pair in theirs for fd in pair]:
         os.close(fd)  # the workers' ends are theirs alone: a worker's death then reads as the end of its pipe
-    for tasks_w, _ in ends:
-        os.set_inheritable(tasks_w, False)
     return [_Worker(w, r, group) for w, r in ends]
 
 
