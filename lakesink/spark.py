@@ -171,10 +171,15 @@ def default_jars_dir() -> Path:
     return path
 
 
-def _use_cluster() -> bool:
+def cluster_environment() -> bool:
+    """Whether this process runs where sessions come from a cluster (Databricks, or ``$LAKESINK_SPARK_CLUSTER``)."""
     if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
         return True
-    if os.environ.get(CLUSTER_ENV, "").strip().lower() in ("1", "true", "yes"):
+    return os.environ.get(CLUSTER_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _use_cluster() -> bool:
+    if cluster_environment():
         return True
     from pyspark.sql import SparkSession
 
@@ -386,5 +391,5 @@ def _try_set(spark: "SparkSession", key: str, value: str) -> None:
         pass
 
 
-__all__ = ["S3Settings", "get_spark", "spark_master", "local_settings", "launch_jvm_detached", "starts_local_jvm",
+__all__ = ["S3Settings", "get_spark", "spark_master", "cluster_environment", "local_settings", "launch_jvm_detached", "starts_local_jvm",
            "SCHEDULER_JVM_OPTIONS", "jar_conf", "set_credentials", "default_jars_dir", "JARS_ENV", "CLUSTER_ENV"]

@@ -38,12 +38,13 @@ ENGINES = ("auto", "spark", "local")
 def local_workers(cfg, engine: str, master: str | None) -> int | None:
     """How many local worker processes run a sink's tasks (:mod:`lakesink.driver.local_tasks`), or None when
     Spark runs them. ``auto`` picks local workers when Spark would only schedule Python tasks on a new local
-    master (:func:`lakesink.wiring.spark_schedules_only`; no session or cluster here): as many as the master's
-    task slots. ``local`` insists (an error naming why it cannot), ``spark`` never."""
+    master (:func:`lakesink.wiring.spark_schedules_only`; no session here yet): as many as the master's task
+    slots. ``local`` insists (an error naming why it cannot), also beside a local session this process already
+    has; ``spark`` never."""
     from lakesink import wiring
     from lakesink.driver.local_tasks import local_parallelism
     from lakesink.errors import InvalidArgumentError
-    from lakesink.spark import spark_master, starts_local_jvm
+    from lakesink.spark import cluster_environment, spark_master, starts_local_jvm
 
     if engine not in ENGINES:
         raise InvalidArgumentError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
@@ -57,13 +58,15 @@ def local_workers(cfg, engine: str, master: str | None) -> int | None:
                "table)")
     elif n is None:
         why = f"master {resolved!r} is not local"
-    elif not starts_local_jvm():
-        why = "this process runs on a Spark session or cluster already"
-    if why is None:
-        return n
-    if engine == "local":
-        raise InvalidArgumentError(f"--engine local: {why}")
-    return None
+    elif cluster_environment():
+        why = "this process runs on a Spark cluster (Databricks, or $LAKESINK_SPARK_CLUSTER)"
+    if why is not None:
+        if engine == "local":
+            raise InvalidArgumentError(f"--engine local: {why}")
+        return None
+    if engine == "auto" and not starts_local_jvm():
+        return None  # a session is here already: it runs them
+    return n
 
 
 def log_output(job: str) -> int | None:
@@ -270,8 +273,9 @@ def _run(args, output, cfg, spark, tasks, startup: dict, t: float, interval: flo
 
 class StopSignals:
     """SIGTERM/SIGINT during a sink run: the first one lets the batch in progress finish and commit, then the
-    run stops (exit 0; the Spark JVM runs in its own process group, so a signal to the whole group does not
-    kill it mid-batch -- see :func:`lakesink.spark.launch_jvm_detached`). A second one abandons the batch at
+    run stops (exit 0; the Spark JVM and the local workers run in their own process group, so a signal to the
+    whole group does not kill them mid-batch -- see :func:`lakesink.spark.launch_jvm_detached` and
+    :mod:`lakesink.driver.local_tasks`). A second one abandons the batch at
     once: the process exits 128+signal (130 SIGINT, 143 SIGTERM) and the manifest has nothing of the batch
     unless its commit had already happened (a Delta commit is one atomic log entry)."""
 
@@ -293,7 +297,7 @@ class StopSignals:
             return
         print(f"lakesink: error: {name} received again: batch abandoned; nothing of it was committed "
               f"unless its manifest commit had completed", file=sys.stderr, flush=True)
-        os._exit(128 + signum)  # no teardown that could commit; the JVM ends when its stdin pipe closes
+        os._exit(128 + signum)  # no teardown that could commit; the JVM and local workers end as their pipes close
 
     @contextlib.contextmanager
     def installed(self):

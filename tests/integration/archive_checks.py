@@ -264,6 +264,39 @@ def process_tree(pgid: int) -> list[int]:
     return sorted(p for p in tree if p in parent)
 
 
+def proc_info(pid: int) -> tuple[bytes, list[str]] | None:
+    """(command line, /proc stat fields after the name: state, ppid, pgrp, ...) of a live process; None if gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return cmd, fields
+
+
+def local_worker_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) local worker (lakesink.executor.local_worker)."""
+    info = proc_info(pid)
+    return info is not None and b"lakesink.executor.local_worker" in info[0] and info[1][0] != "Z"
+
+
+def local_workers_of(driver: int) -> list[int]:
+    """Pids of the live local workers of driver process ``driver``: the one it started, and those that one
+    forked (lakesink.driver.local_tasks)."""
+    import os
+
+    workers: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit() and local_worker_alive(int(d)):
+            info = proc_info(int(d))
+            if info is not None:
+                workers[int(d)] = int(info[1][1])
+    started = {w for w, parent in workers.items() if parent == driver}
+    return sorted(started | {w for w, parent in workers.items() if parent in started})
+
+
 def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_committed") -> list[tuple]:
     """Every record of ``topic``-``partition`` visible at ``isolation``: (key, value, headers, timestamp, type)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition

@@ -30,9 +30,11 @@ def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, top
     def snapshot_cmdlines(pgid: int) -> None:
         for pid in process_tree(pgid):
             try:
-                seen[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
-                pass
+                continue
+            if cmdline:  # a process that has exited (a zombie) reads as empty: keep what it ran with
+                seen[pid] = cmdline
 
     rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail", "--engine", engine],
                       env_extra={"SPARK_CONF_DIR": str(conf_dir)}, watch=snapshot_cmdlines)

@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from archive_checks import base_config, check_exactly_once, json_payloads, produce
+from archive_checks import (base_config, check_exactly_once, json_payloads, local_worker_alive, local_workers_of,
+                            produce)
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
@@ -35,34 +36,6 @@ def jvms_logging_to(log: str) -> list[int]:
         if log.encode() in cmd and state != "Z":
             pids.append(int(d))
     return pids
-
-
-def local_workers_of(pid: int) -> list[int]:
-    """Pids of live local workers (lakesink.executor.local_worker) of driver ``pid``: the one it started, and
-    those that one forked."""
-    workers: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"lakesink.executor.local_worker" in cmd and fields[0] != "Z":
-            workers[int(d)] = int(fields[1])
-    started = {w for w, parent in workers.items() if parent == pid}
-    return sorted(started | {w for w, parent in workers.items() if parent in started})
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("engine", ["spark", "local"])
@@ -91,7 +64,7 @@ def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path,
         client = s3.client()
         while proc.poll() is None and time.monotonic() < deadline and not (
                 workers and client.list_objects_v2(Bucket=bucket, Prefix="topics/").get("KeyCount")):
-            workers = workers or local_workers_of(proc.pid)
+            workers = sorted(set(workers) | set(local_workers_of(proc.pid)))
             time.sleep(0.05)
         assert proc.poll() is None and workers, f"the run ended before its first object: {proc.communicate()}"
     t = time.monotonic()
@@ -106,7 +79,7 @@ def test_sigterm_to_process_group_mid_batch_commits_and_exits_0(spark, tmp_path,
     while jvms_logging_to(log) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not jvms_logging_to(log), "a Spark JVM outlived the run"
-    assert not [p for p in workers if alive(p)], "a local worker outlived the run"
+    assert not [p for p in workers if local_worker_alive(p)], "a local worker outlived the run"
     # the manifest is exact and a next run archives the rest exactly once (nothing half-committed)
     cfg = SinkConfig.from_dict(cfg_dict)
     SinkJob(spark, cfg).run_batch(flush_tail=True)

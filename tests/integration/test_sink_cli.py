@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from archive_checks import base_config, check_chains, manifest_rows, produce
+from archive_checks import (base_config, check_chains, local_worker_alive, local_workers_of, manifest_rows,
+                            produce)
 
 from lakesink.config import load_config
 
@@ -136,38 +137,6 @@ def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(k
         assert not _jvms_logging_to(log), "the run's JVM outlived it"
 
 
-def _local_workers_of(pid: int) -> list[int]:
-    """Pids of live local workers (lakesink.executor.local_worker) of driver ``pid``: the one it started, and
-    those that one forked."""
-    import os
-
-    workers: dict[int, int] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    cmd = f.read()
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if b"lakesink.executor.local_worker" in cmd and fields[0] != "Z":
-                workers[int(d)] = int(fields[1])
-    started = {w for w, parent in workers.items() if parent == pid}
-    return sorted(started | {w for w, parent in workers.items() if parent in started})
-
-
-def _is_local_worker(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return b"lakesink.executor.local_worker" in cmd and state != "Z"
-
-
 def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket, topic_name, tmp_path):
     """Spark would only schedule this config's tasks on a local master, so `--engine auto` (the default) runs
     them in local worker processes: they appear before the batch line (also for a run with nothing new), in their
@@ -189,7 +158,7 @@ def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket
         workers: set[int] = set()
         stderr_of: set[str] = set()
         while proc.poll() is None:
-            found = _local_workers_of(proc.pid)
+            found = local_workers_of(proc.pid)
             workers |= set(found)
             for pid in found:
                 try:
@@ -204,9 +173,12 @@ def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket
         assert proc.returncode == 0, err[-3000:]
         batch = json.loads(out.splitlines()[-1])
         assert batch["records"] == records and not err.strip(), err
-        assert len(workers) == 2 and stderr_of == {str(log)}, (workers, stderr_of)  # local[2]: two, in advance
+        # local[2]: two workers, started in advance; a run with nothing new may end before the first has
+        # imported and forked the second (it is then killed: no task ever ran)
+        assert len(workers) == 2 if records else 1 <= len(workers) <= 2, workers
+        assert stderr_of == {str(log)}, stderr_of
         assert "session" not in batch["seconds"]  # no Spark to wait for
-        assert not [p for p in workers if _is_local_worker(p)], "a local worker outlived the run"
+        assert not [p for p in workers if local_worker_alive(p)], "a local worker outlived the run"
         assert batch["objects"] == (2 if records else 0)  # flush.size 5: one object per partition
 
 

@@ -43,6 +43,19 @@ def test_sink_progress_and_metrics_rows_queried_by_sql(spark, kafka, s3, bucket,
     assert (last.records_read, last.records, last.bytes, last.objects) == (10, res.records, res.bytes, res.objects)
     assert all(a.records <= b.records for a, b in zip(seen, seen[1:]))
 
+    # batch 2: the CLI in process with --engine local: local worker processes run the tasks beside the session;
+    # their counts reach the progress lines when each task completes
+    produce(kafka, topic_name, json_payloads(12, start=40), partition_of=lambda i: i % 2, headers=False)
+    assert main(["--format", "json", "sink", "--config", f, "--once", "--flush-tail", "--progress", "lines",
+                 "--progress-every", "0s", "--engine", "local", "--master", "local[2]"]) == 0
+    out = capsys.readouterr()
+    local = json.loads(out.out.splitlines()[-1])
+    assert (local["batch_id"], local["partitions"], local["records_read"], local["records"]) == (2, 2, 12, 12), local
+    assert "session" not in local["seconds"]
+    lines = [ln for ln in out.err.splitlines() if ln.startswith("batch 2: ")]
+    assert lines and all("/2 partitions done" in ln for ln in lines), out.err
+    assert "2/2 partitions done" in lines[-1] and "12 records read" in lines[-1], lines[-1]
+
     # lakesink sql: the metrics view
     assert metrics_location(cfg) == f"s3a://{bucket}/_lakesink/manifest_metrics"
     assert main(["--format", "json", "sql", "--config", f, "SELECT job, batch_id, partitions, records_read, records, "
@@ -52,4 +65,6 @@ def test_sink_progress_and_metrics_rows_queried_by_sql(spark, kafka, s3, bucket,
         {"job": cfg.name, "batch_id": 0, "partitions": 2, "records_read": 30, "records": 30, "objects": 6,
          "bytes": doc["bytes"], "timed": True},
         {"job": cfg.name, "batch_id": 1, "partitions": 1, "records_read": 10, "records": 10, "objects": res.objects,
-         "bytes": res.bytes, "timed": True}]
+         "bytes": res.bytes, "timed": True},
+        {"job": cfg.name, "batch_id": 2, "partitions": 2, "records_read": 12, "records": 12,
+         "objects": local["objects"], "bytes": local["bytes"], "timed": True}]

@@ -63,6 +63,21 @@ def test_local_workers_that_cannot_be_are_an_error_naming_why(no_master_env, ext
         local_workers(SinkConfig.from_dict({**BASE, **extra}), engine, master)
 
 
+def test_on_a_cluster_spark_runs_the_tasks(no_master_env, monkeypatch):
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "16.4")
+    assert local_workers(SinkConfig.from_dict(BASE), "auto", None) is None
+    with pytest.raises(InvalidArgumentError, match="--engine local: this process runs on a Spark cluster"):
+        local_workers(SinkConfig.from_dict(BASE), "local", None)
+
+
+def test_beside_a_session_auto_uses_it_and_local_still_may(no_master_env, monkeypatch):
+    """A process that has a local session already (a notebook calling the CLI's main): auto lets that session run
+    the tasks; --engine local runs them in local workers all the same."""
+    monkeypatch.setattr("lakesink.spark.starts_local_jvm", lambda: False)
+    assert local_workers(SinkConfig.from_dict(BASE), "auto", "local[2]") is None
+    assert local_workers(SinkConfig.from_dict(BASE), "local", "local[2]") == 2
+
+
 def test_frames_round_trip_and_a_cut_stream_is_an_error():
     buf = io.BytesIO()
     for payload in (b"", b"x", os.urandom(100_000)):
