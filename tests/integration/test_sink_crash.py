@@ -2,7 +2,8 @@
 every produced offset exactly once (checked through the manifest and by reading the objects back).
 
 The crashing run is a separate process (its own Spark driver, ``crash_job.py``) whose SinkJob gets a
-``faults.KillAt`` hook; the rerun happens in this process with ``--flush-tail`` semantics.
+``faults.KillAt`` hook; the rerun happens in this process with ``--flush-tail`` semantics. Each case runs on both
+engines: tasks in a local Spark session, and in local worker processes (the CLI's local engine).
 Spark start-up dominates the cost, so a module fixture sets every case up (own topic, own bucket)
 and runs the crashing processes two at a time in the background while the tests rerun and check.
 Data is tiny (2 partitions x 23 records, flush.size 5): the crashing run would commit 4 groups per
@@ -44,6 +45,9 @@ COMBOS = {
         "timestamp.extractor": "Wallclock"},
 }
 
+#: what runs the crashing run's tasks (crash_job.py's ENGINE)
+ENGINES = ("spark", "local")
+
 # fault spec → what the manifest must hold when the crashed run is dead
 POINTS = {
     "after_upload:1": "nothing",      # SIGKILL from an executor after its 2nd uploaded object
@@ -64,31 +68,33 @@ class Case:
 
 @pytest.fixture(scope="module")
 def crashed(kafka, s3, tmp_path_factory):
-    """Every (fault, combo) case: topic produced, config written, crashing run started in the background."""
+    """Every (fault, combo, engine) case: topic produced, config written, crashing run started in the
+    background."""
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="crash")
-    cases: dict[tuple[str, str], Case] = {}
+    cases: dict[tuple[str, str, str], Case] = {}
     try:
-        for fault in POINTS:
-            for combo, over in COMBOS.items():
-                topic = f"t-{uuid.uuid4().hex[:10]}"
-                bucket = s3.create_bucket(f"crash-{uuid.uuid4().hex[:12]}")
-                kafka.create_topic(topic, partitions=2)
-                make = avro_values if over["format.class"] == "avro" else json_payloads
-                sent = produce(kafka, topic, make(2 * PER_PARTITION), partition_of=lambda i: i % 2)
-                d = tmp_path_factory.mktemp(f"{fault.split(':')[0]}-{combo}")
-                cfg_file = write_config(d, base_config(kafka, s3, bucket, topic, **{"flush.size": str(FLUSH), **over}))
-                fut = pool.submit(run_cli, [fault, cfg_file, "local[2]"], CRASH_ENV, 600, d / "crash.log",
-                                  command=[sys.executable, str(HERE / "crash_job.py")])
-                cases[(fault, combo)] = Case(topic, bucket, cfg_file, sent, fut)
+        for fault, combo, engine in ((f, c, e) for f in POINTS for c in COMBOS for e in ENGINES):
+            over = COMBOS[combo]
+            topic = f"t-{uuid.uuid4().hex[:10]}"
+            bucket = s3.create_bucket(f"crash-{uuid.uuid4().hex[:12]}")
+            kafka.create_topic(topic, partitions=2)
+            make = avro_values if over["format.class"] == "avro" else json_payloads
+            sent = produce(kafka, topic, make(2 * PER_PARTITION), partition_of=lambda i: i % 2)
+            d = tmp_path_factory.mktemp(f"{fault.split(':')[0]}-{combo}-{engine}")
+            cfg_file = write_config(d, base_config(kafka, s3, bucket, topic, **{"flush.size": str(FLUSH), **over}))
+            fut = pool.submit(run_cli, [fault, cfg_file, "local[2]", engine], CRASH_ENV, 600, d / "crash.log",
+                              command=[sys.executable, str(HERE / "crash_job.py")])
+            cases[(fault, combo, engine)] = Case(topic, bucket, cfg_file, sent, fut)
         yield cases
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("combo", list(COMBOS))
 @pytest.mark.parametrize("fault", list(POINTS))
-def test_sigkill_then_rerun_is_exactly_once(spark, s3, crashed, fault, combo):
-    case = crashed[(fault, combo)]
+def test_sigkill_then_rerun_is_exactly_once(spark, s3, crashed, fault, combo, engine):
+    case = crashed[(fault, combo, engine)]
     fmt = COMBOS[combo]["format.class"]
     sent, topic_name = case.sent, case.topic
     assert {p: len(r) for p, r in sent.items()} == {0: PER_PARTITION, 1: PER_PARTITION}
