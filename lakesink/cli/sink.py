@@ -69,17 +69,17 @@ def local_workers(cfg, engine: str, master: str | None) -> int | None:
     return n
 
 
-def log_output(job: str) -> int | None:
-    """A file descriptor of a new log file for what this run's Spark JVM or local workers print (None:
-    ``--verbose``, they print to the terminal); :func:`run_log_file` names it afterwards."""
+def log_output(job: str) -> tuple[str | None, int | None]:
+    """A new log file for what this run's Spark JVM or local workers print: (its path, a file descriptor open
+    for appending), or (None, None) with ``--verbose`` (they print to the terminal). :func:`run_log_file` names
+    it afterwards."""
     import os
 
     global _run_log
     if _verbose:
-        return None
-    log = new_log_file(job)
-    _run_log = log
-    return os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return None, None
+    _run_log = new_log_file(job)
+    return _run_log, os.open(_run_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
 
 def session(cfg, master: str | None, scheduler_only: bool = False):
@@ -96,11 +96,10 @@ def session(cfg, master: str | None, scheduler_only: bool = False):
     quiet_query_error_loggers()
     starts_jvm = SparkSession.getActiveSession() is None
     # the JVM's own output (and its Python workers' stderr) goes to the file; this process's stays on the terminal
-    fd = log_output(cfg.name) if starts_jvm else None
+    log, fd = log_output(cfg.name) if starts_jvm else (None, None)
     try:
         spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
-                          conf=quiet_spark_conf(run_log_file() if fd is not None else None),
-                          scheduler_only=scheduler_only, jvm_output=fd)
+                          conf=quiet_spark_conf(log), scheduler_only=scheduler_only, jvm_output=fd)
     finally:
         if fd is not None:
             os.close(fd)
@@ -199,7 +198,7 @@ def run(args: argparse.Namespace, output) -> SinkResult:
     import time
 
     from lakesink.config import load_config
-    from lakesink.driver.sink import parse_interval
+    from lakesink.driver.sink import SinkJob, parse_interval
 
     startup = {"start": seconds_since_process_start()}
     t = time.monotonic()
@@ -214,36 +213,36 @@ def run(args: argparse.Namespace, output) -> SinkResult:
 
     start = functools.partial(session, cfg, args.master, wiring.spark_schedules_only(cfg))
     workers = local_workers(cfg, getattr(args, "engine", "auto"), args.master)
-    tasks = None
-    if workers is not None:  # the workers start now, while the driver plans; Spark is not started at all
-        import os
+    with contextlib.ExitStack() as ending:
+        tasks = None
+        if workers is not None:  # the workers start now, while the driver plans; Spark is not started at all
+            tasks = ending.enter_context(start_local_tasks(cfg.name, workers))
+            spark = start
+        else:
+            spark = SessionInAdvance(start) if starts_local_jvm() else start
+        run_preflight(cfg)  # timed with `init`
+        job = SinkJob(spark, cfg, tasks=tasks)
+        startup["init"] = time.monotonic() - t
+        return run_batches(args, output, job, startup, interval, every)
 
-        from lakesink.driver.local_tasks import LocalTasks
 
-        fd = log_output(cfg.name)
-        try:
-            tasks = LocalTasks(workers, output=fd)
-        finally:
-            if fd is not None:
-                os.close(fd)
-        spark = start
-    else:
-        spark = SessionInAdvance(start) if starts_local_jvm() else start
+def start_local_tasks(job: str, workers: int):
+    """The local engine's ``workers`` worker processes, logging to this run's log file."""
+    import os
+
+    from lakesink.driver.local_tasks import LocalTasks
+
+    _log, fd = log_output(job)
     try:
-        return _run(args, output, cfg, spark, tasks, startup, t, interval, every)
+        return LocalTasks(workers, output=fd)
     finally:
-        if tasks is not None:
-            tasks.close()
+        if fd is not None:
+            os.close(fd)
 
 
-def _run(args, output, cfg, spark, tasks, startup: dict, t: float, interval: float, every: float) -> SinkResult:
-    import time
-
-    from lakesink.driver.sink import SinkJob
-
-    run_preflight(cfg)  # timed with `init`
-    job = SinkJob(spark, cfg, tasks=tasks)
-    startup["init"] = time.monotonic() - t
+def run_batches(args: argparse.Namespace, output, job, startup: dict, interval: float, every: float) -> SinkResult:
+    """Run ``job``'s batches as the arguments say, each rendered as it commits (the first with the cold start's
+    ``startup`` phases), under :class:`StopSignals`."""
     from lakesink.cli.progress import ProgressDisplay
 
     display = ProgressDisplay(getattr(args, "progress", "auto"), every_s=every)

@@ -132,7 +132,6 @@ class LocalTasks:
     def __init__(self, parallelism: int, output: int | None = None):
         if parallelism < 1:
             raise ValueError(f"parallelism must be at least 1, not {parallelism}")
-        self.parallelism = parallelism
         self._output = os.dup(output) if output is not None else None
         self._workers = _start_workers(parallelism, self._output)
         self._groups = {id(w.group): w.group for w in self._workers}

@@ -26,14 +26,15 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
+from lakesink.executor.pydaemon import TASK_MODULES, preload
+
 __all__ = ["MODULE", "PRELOAD", "read_frame", "write_frame", "run_task", "serve", "parse_pairs", "main"]
 
 #: what ``python -m`` runs
 MODULE = "lakesink.executor.local_worker"
 
-#: imported before the first task: what the tasks import, and cloudpickle to load them
-PRELOAD = ("pyspark.cloudpickle", "pyarrow", "confluent_kafka", "boto3", "lakesink.executor.task",
-           "lakesink.executor.kafka_reader", "lakesink.executor.columnar")
+#: imported before the first task: cloudpickle to load the tasks, and what they import
+PRELOAD = ("pyspark.cloudpickle", *TASK_MODULES)
 
 _LENGTH = struct.Struct(">Q")
 
@@ -123,8 +124,6 @@ def parse_pairs(args: list[str]) -> list[tuple[int, int]]:
 
 def main(argv: list[str] | None = None) -> None:
     """Preload once, fork a worker per further pair, serve the first pair here."""
-    from lakesink.executor.pydaemon import preload
-
     pairs = parse_pairs(sys.argv[1:] if argv is None else argv)
     preload(PRELOAD)  # before any thread: forked children copy only the forking thread
     mine = pairs[0]

@@ -26,10 +26,13 @@ from pathlib import Path
 #: what ``spark.python.daemon.module`` names
 MODULE = "lakesink.executor.pydaemon"
 
-#: modules a lakesink task imports, imported by the daemon before it forks workers (:func:`preload`); what they
-#: import comes along (numpy with pyarrow, botocore with boto3, the store, archiver and formats with the task)
-PRELOAD = ("pyspark.worker", "pyarrow", "confluent_kafka", "boto3", "lakesink.executor.task",
-           "lakesink.executor.kafka_reader", "lakesink.executor.columnar")
+#: modules a lakesink task imports; what they import comes along (numpy with pyarrow, botocore with boto3, the
+#: store, archiver and formats with the task). Spark's daemon and the local engine's workers both preload them.
+TASK_MODULES = ("pyarrow", "confluent_kafka", "boto3", "lakesink.executor.task", "lakesink.executor.kafka_reader",
+                "lakesink.executor.columnar")
+
+#: what this daemon imports before it forks workers (:func:`preload`): pyspark's worker and the task modules
+PRELOAD = ("pyspark.worker", *TASK_MODULES)
 
 
 def _version_text(text: str) -> str | None:

@@ -54,3 +54,14 @@ def test_the_daemon_preloads_what_tasks_import_so_forked_workers_have_it():
             "assert gc.get_freeze_count() > 0; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_the_local_workers_preload_list_imports_too():
+    """The local engine's workers (lakesink.executor.local_worker) preload the same task modules, with cloudpickle
+    instead of pyspark's worker: every name imports."""
+    code = ("import sys; from lakesink.executor.local_worker import PRELOAD; "
+            "from lakesink.executor.pydaemon import TASK_MODULES, preload; "
+            "assert set(TASK_MODULES) < set(PRELOAD) and 'pyspark.cloudpickle' in PRELOAD; "
+            "assert preload(PRELOAD) == list(PRELOAD); print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
