@@ -306,3 +306,11 @@ class SchemaCheckInputError(LakesinkError):
     names the file or option; the CLI exits 2 (bad usage)."""
 
     exit_code = EXIT_USAGE
+
+
+class S3CredentialsError(StoreError):
+    """No S3 credentials were found (or only part of a key pair, or a named profile that does not exist): the
+    message says where lakesink looked (the config's keys, the AWS default chain) and shows no secret. A setup
+    problem, not an unreachable dependency: the CLI exits 3 (config), the same for every command."""
+
+    exit_code = EXIT_CONFIG
