@@ -314,3 +314,10 @@ class S3CredentialsError(StoreError):
     problem, not an unreachable dependency: the CLI exits 3 (config), the same for every command."""
 
     exit_code = EXIT_CONFIG
+
+
+class UploadMissingError(StoreError):
+    """An object this batch uploaded is gone before its manifest commit (``lakesink vacuum --execute`` with a
+    retention shorter than the batch took it for an orphan, or another deleter): the batch commits nothing and
+    the next run archives those records again. Not a lost race (another run's object in its place is
+    :class:`FencedError`)."""
