@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lakesink.errors import ConfigError, ConfigProblem
+from lakesink.errors import ConfigError, ConfigProblem, S3CredentialsError
 
 __all__ = ["SOURCES", "PROVIDER_CLASSES", "CredentialSettings", "Credentials", "ShippedCredentials",
-           "source_for_provider_class", "resolve", "boto3_session", "REFRESH_MARGIN_S"]
+           "source_for_provider_class", "resolve", "boto3_session", "REFRESH_MARGIN_S", "where_looked",
+           "missing_credentials", "is_missing_credentials", "require_credentials"]
 
 SOURCES = ("default", "static", "session", "uc-service-credential")
 
@@ -202,3 +203,73 @@ def boto3_session(settings: CredentialSettings | ShippedCredentials | None, regi
 
 #: (thread, region, default chain?) -> (the credentials or AWS_* environment it was built for, the Session)
 _SESSIONS: dict[tuple, tuple[tuple, Any]] = {}
+
+
+# ---------------------------------------------------------------- credentials that are not there
+
+
+def where_looked(settings: "CredentialSettings | ShippedCredentials | None",
+                 env: "dict[str, str] | None" = None) -> str:
+    """Where lakesink (and boto3's default chain) looked for S3 credentials, as one clause for an error line:
+    the config keys, then each link of the chain with the environment variable or file it reads and whether
+    that is set. Names and paths only, never a value of a secret."""
+    import os
+
+    env = dict(os.environ if env is None else env)
+    if isinstance(settings, ShippedCredentials):
+        settings = settings.settings
+    source = settings.source if settings is not None else "default"
+    if source in ("static", "session"):  # the keys are in the config; nothing else is consulted
+        return f"s3.credentials.source={source} takes aws.access.key.id/aws.secret.access.key from the config"
+    if source == "uc-service-credential":
+        return (f"s3.credentials.source=uc-service-credential: the Unity Catalog service credential "
+                f"{settings.uc_name!r} returned none")
+
+    def state(name: str) -> str:
+        return f"{name} {'set' if env.get(name) else 'unset'}"
+
+    creds_file = os.path.expanduser(env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials")
+    config_file = os.path.expanduser(env.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    profile = env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
+    files = " and ".join(f"{f} ({'exists' if os.path.isfile(f) else 'missing'})" for f in (creds_file, config_file))
+    container = ("set" if env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+                 or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") else "unset")
+    imds = ("disabled by AWS_EC2_METADATA_DISABLED" if env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true"
+            else "no answer")
+    return ("aws.access.key.id/aws.secret.access.key are not in the config (s3.credentials.source=default), and "
+            "the AWS default chain found none: environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+            f"{'set' if env.get('AWS_ACCESS_KEY_ID') else 'unset'}), profile {profile!r} (AWS_PROFILE) in {files}, "
+            f"web identity ({state('AWS_WEB_IDENTITY_TOKEN_FILE')}), container credentials "
+            f"(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI/FULL_URI {container}), EC2 instance metadata ({imds})")
+
+
+#: botocore's errors for credentials that are not there (as opposed to an endpoint that does not answer).
+MISSING_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "ProfileNotFound")
+
+
+def is_missing_credentials(e: BaseException) -> bool:
+    """Whether ``e`` is botocore saying it found no (or only partial) credentials, or no such profile."""
+    return type(e).__name__ in MISSING_CREDENTIAL_ERRORS and type(e).__module__.startswith("botocore")
+
+
+def missing_credentials(where: str, settings: "CredentialSettings | ShippedCredentials | None",
+                        cause: BaseException | None = None) -> S3CredentialsError:
+    """The one error line for missing S3 credentials: ``where`` (the endpoint and bucket) and
+    :func:`where_looked`; botocore's own words only when they add something (a partial pair, a missing profile)."""
+    extra = "" if cause is None or type(cause).__name__ == "NoCredentialsError" else f" ({cause})"
+    return S3CredentialsError(f"no S3 credentials found for {where}{extra}: {where_looked(settings)}; set them "
+                              f"in the config (aws.access.key.id, aws.secret.access.key) or in one of those places")
+
+
+def require_credentials(session: Any, settings: "CredentialSettings | ShippedCredentials | None",
+                        where: str) -> None:
+    """:class:`S3CredentialsError` (exit 3) unless ``session`` (from :func:`boto3_session`) can sign requests:
+    asked before the first request, so a missing key is said as such, not as an endpoint that is not reachable."""
+    try:
+        found = session.get_credentials()
+    except Exception as e:  # noqa: BLE001 - only botocore's missing-credential errors are ours to word
+        if is_missing_credentials(e):
+            raise missing_credentials(where, settings, e) from None
+        raise
+    if found is None:
+        raise missing_credentials(where, settings)

@@ -375,10 +375,16 @@ class S3Store(ObjectStore):
             connect_timeout=10,
             read_timeout=60,
         )
-        from lakesink.credentials import boto3_session
+        from lakesink.credentials import boto3_session, is_missing_credentials, missing_credentials
 
-        self.client = boto3_session(settings.credential_source(), settings.region).client(
-            "s3", endpoint_url=settings.endpoint_url, config=cfg)
+        try:
+            self.client = boto3_session(settings.credential_source(), settings.region).client(
+                "s3", endpoint_url=settings.endpoint_url, config=cfg)
+        except Exception as e:  # noqa: BLE001 - AWS_PROFILE naming no profile fails here already
+            if is_missing_credentials(e):
+                raise missing_credentials(f"S3 endpoint {settings.endpoint_url or 'AWS S3'} (bucket "
+                                          f"{settings.bucket!r})", settings.credential_source(), e) from None
+            raise
 
     #: Retries this store made (all calls, since it was opened): reported in the batch summary.
     retries = 0
@@ -412,6 +418,11 @@ class S3Store(ObjectStore):
                 transient += 0 if throttled else 1
                 failure = _client_error(what, self.uri(key), e)
             except BotoCoreError as e:  # connection refused or reset, timeouts, DNS
+                from lakesink.credentials import is_missing_credentials, missing_credentials
+
+                if is_missing_credentials(e):  # not transient, and not an endpoint that does not answer: exit 3
+                    raise missing_credentials(f"{what} {self.uri(key)} at {s.endpoint_url or 'AWS S3'}",
+                                              s.credential_source(), e) from None
                 transient += 1
                 failure = StoreError(f"{what} {self.uri(key)} failed: {e}")
             attempt += 1

@@ -319,7 +319,10 @@ class TextOutput(Output):
         self._p(f"topic {rep.topic}, subject {rep.subject or '-'}, mode {rep.mode}: "
                 f"{len(rep.versions)} earlier version(s)")
         self._p(*(f"  {v.label}: {'; '.join(v.sources)}" for v in rep.versions))
-        if rep.compatible:
+        if rep.nothing_to_compare is not None and rep.compatible:
+            verdict = "accepted (--allow-empty)" if rep.allow_empty else "not passed (--allow-empty accepts it)"
+            self._p(f"NOTHING TO COMPARE ({rep.mode}): {rep.nothing_to_compare}; {verdict}")
+        elif rep.compatible:
             against = ", ".join(rep.compared) if rep.compared else "nothing to compare"
             self._p(f"compatible ({rep.mode}; compared with {against})")
         else:
@@ -344,10 +347,11 @@ class TextOutput(Output):
         cols, rows = status_table(rep)
         if rows:
             self._p(*aligned(cols, [[cell_text(v) for v in row] for row in rows]))
-        state = "OK" if rep.healthy else f"UNHEALTHY ({len(rep.problems)} problem(s))"
+        unhealthy = f"UNHEALTHY ({len(rep.problems)} problem(s))"
+        state = rep.state if rep.healthy else (f"{rep.state}, {unhealthy}" if rep.never_ran else unhealthy)
         self._p(f"job {rep.job!r}: {state}; {len(rep.partitions)} partition(s), lag {rep.total_lag} record(s), "
                 f"{rep.orphans} orphan object(s)")
-        self._p(*(f"  {p}" for p in rep.problems))
+        self._p(*(f"  {line}" for line in ([rep.note] if rep.note else []) + rep.problems))
 
     def demo(self, r: DemoResult) -> None:
         ok = "OK" if r.ok else "MISMATCH"
@@ -421,7 +425,8 @@ def status_table(rep: Any) -> tuple[list[str], list[list[Any]]]:
 def status_dict(r: "StatusResult") -> dict:
     """The JSON form of ``lakesink status``."""
     rep = r.report
-    return {"job": rep.job, "manifest": rep.manifest, "healthy": rep.healthy, "problems": rep.problems,
+    return {"job": rep.job, "manifest": rep.manifest, "state": rep.state, "never_ran": rep.never_ran,
+            "note": rep.note, "healthy": rep.healthy, "problems": rep.problems,
             "total_lag": rep.total_lag, "orphans": rep.orphans, "orphans_unplaced": rep.orphans_unplaced,
             "thresholds": _plain(rep.thresholds), "seconds": round(rep.seconds, 3),
             "partitions": [{**_plain(p), "last_commit_at": None if p.last_commit_at is None
@@ -491,7 +496,8 @@ def schema_check_dict(r: SchemaCheckResult) -> dict:
     rep = r.report
     return {"compatible": rep.compatible, "topic": rep.topic, "subject": rep.subject, "mode": rep.mode,
             "candidate_fingerprint": rep.candidate_fingerprint, "compared": rep.compared,
-            "registry_checked": rep.registry_checked,
+            "registry_checked": rep.registry_checked, "passed": rep.passed,
+            "nothing_to_compare": rep.nothing_to_compare, "allow_empty": rep.allow_empty,
             "versions": [{"label": v.label, "subject": v.subject, "version": v.version, "id": v.id,
                           "fingerprint": v.fingerprint, "sources": v.sources} for v in rep.versions],
             "incompatibilities": _plain(rep.incompatibilities), "warnings": rep.warnings}

@@ -20,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     h.set_defaults(func=run_history)
 
     c = s_sub.add_parser("check", help="check a candidate Avro schema against every version the archive (and the "
-                                       "registry, when reachable) holds; exit 0 compatible, 1 incompatible, "
-                                       "2 bad input")
+                                       "registry, when reachable) holds; exit 0 compatible, 1 incompatible or "
+                                       "nothing to compare (unless --allow-empty), 2 bad input")
     c.add_argument("--config", required=True)
     c.add_argument("--schema", required=True, metavar="FILE.avsc", help="the candidate Avro schema")
     c.add_argument("--subject", default=None,
@@ -32,6 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: the config's schema.compatibility); non-transitive modes "
                         "compare with the latest version, transitive ones with all")
     c.add_argument("--no-registry", action="store_true", help="compare with the archive's versions only")
+    c.add_argument("--allow-empty", action="store_true",
+                   help="pass (exit 0) when there is nothing to compare with (no schema version in the archive, "
+                        "e.g. JSON or schemaless objects, nor in the registry); without it that exits 1, so a CI "
+                        "gate never passes vacuously")
     c.add_argument("--master", default=None, help="Spark master (only a catalog-table manifest needs Spark)")
     c.set_defaults(func=run_check)
 
@@ -56,4 +60,5 @@ def run_check(args: argparse.Namespace, output) -> SchemaCheckResult:
 
     cfg = load_config(args.config)
     return SchemaCheckResult(schema_check(cfg, args.schema, subject=args.subject, topic=args.topic, mode=args.mode,
-                                          spark=_spark(args, cfg), use_registry=not args.no_registry))
+                                          spark=_spark(args, cfg), use_registry=not args.no_registry,
+                                          allow_empty=args.allow_empty))

@@ -12,7 +12,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "exit 1 past --max-lag/--max-age",
         description="Health of one job. Exit status 0 when healthy; 1 when a partition is more than --max-lag "
                     "records behind, has records waiting and its last commit is older than --max-age, or no "
-                    "longer exists on the broker. No Spark session is started for a path manifest.")
+                    "longer exists on the broker. A job with no batch in the manifest is NEVER RUN (never OK): "
+                    "without thresholds it exits 1 when records wait, 0 when its topics are empty; with "
+                    "--max-lag/--max-age the thresholds judge it. S3 is checked first (as by sink): missing "
+                    "credentials exit 3, an endpoint that does not answer exits 5. No Spark session is started "
+                    "for a path manifest.")
     p.add_argument("--config", required=True, help="the job's connector config")
     p.add_argument("--max-lag", type=int, default=None, metavar="N", help="unhealthy past N records behind")
     p.add_argument("--max-age", default=None, metavar="DURATION",
@@ -24,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, output) -> StatusResult:
     from lakesink.cli.sink import session
     from lakesink.config import load_config
+    from lakesink.driver.preflight import check_stores
     from lakesink.driver.sink import parse_interval
     from lakesink.driver.status import Thresholds, status
     from lakesink.errors import InvalidArgumentError
@@ -32,5 +37,6 @@ def run(args: argparse.Namespace, output) -> StatusResult:
         raise InvalidArgumentError(f"--max-lag {args.max_lag}: must be 0 or more")
     max_age = None if args.max_age is None else parse_interval(args.max_age, "--max-age")
     cfg = load_config(args.config)
+    check_stores(cfg, writes=False)  # as sink and vacuum: missing credentials exit 3, a dead S3 endpoint 5, in seconds
     spark = lambda: session(cfg, args.master)  # noqa: E731 - only a catalog-table manifest needs Spark
     return StatusResult(status(cfg, Thresholds(args.max_lag, max_age), spark=spark))

@@ -27,6 +27,7 @@ def key_of(store, text: str) -> str:
 def run(args: argparse.Namespace, output) -> VacuumResult:
     from lakesink.cli.sink import session
     from lakesink.config import load_config
+    from lakesink.driver.preflight import check_stores
     from lakesink.driver.sink import parse_interval
     from lakesink.driver.vacuum import vacuum
     from lakesink import wiring
@@ -34,6 +35,9 @@ def run(args: argparse.Namespace, output) -> VacuumResult:
 
     cfg = load_config(args.config)
     retention = parse_interval(args.retention)
+    # sink's store preflight (no broker: vacuum does not read Kafka): a bucket or endpoint that does not answer
+    # fails in seconds with exit 5, missing credentials with exit 3, before the manifest is read
+    check_stores(cfg)
     spark = lambda: session(cfg, args.master)  # noqa: E731 - only a catalog-table manifest needs Spark
     store = open_store(wiring.store_settings(cfg))
     named = [key_of(store, k) for k in args.delete_unknown]

@@ -3,7 +3,10 @@ data bucket (HeadBucket) and the manifest location (its bucket, or its local par
 short timeout, so a wrong address fails in seconds with exit code 5 naming the endpoint, instead of after
 Spark's cold start and the full retry deadline.
 
-Called by the sink CLI before the manifest table is created or a Spark session started.
+Called by the sink CLI before the manifest table is created or a Spark session started; the store half
+(:func:`check_stores`) also by ``vacuum`` and ``status`` before they read the manifest. Missing S3 credentials are
+said as such (:class:`~lakesink.errors.S3CredentialsError`, exit 3, where lakesink looked), not as an endpoint
+that is not reachable.
 """
 from __future__ import annotations
 
@@ -45,12 +48,23 @@ def _s3_client(cfg: "SinkConfig", timeout_s: float):
     from botocore.config import Config
 
     from lakesink import wiring
-    from lakesink.credentials import boto3_session
+    from lakesink.credentials import boto3_session, is_missing_credentials, missing_credentials, require_credentials
 
     s = wiring.store_settings(cfg)
+    where = f"S3 endpoint {s.endpoint_url or 'AWS S3'} (bucket {s.bucket!r})"
     # the store's own credentials (static, session token, UC service credential): a preflight with other
     # credentials could pass where the run fails, or refuse a run that would work
-    client = boto3_session(s.credential_source(), s.region).client(
+    source = s.credential_source()
+    try:
+        session = boto3_session(source, s.region)
+    except Exception as e:  # noqa: BLE001 - AWS_PROFILE naming no profile fails here already
+        if is_missing_credentials(e):
+            raise missing_credentials(where, source, e) from None
+        raise
+    # asked before HeadBucket: botocore would say "Unable to locate credentials" as a failed request, which
+    # read like an endpoint that is not reachable (issue #26 item 6)
+    require_credentials(session, source, where)
+    client = session.client(
         "s3", endpoint_url=s.endpoint_url,
         config=Config(region_name=s.region, s3={"addressing_style": "path" if s.path_style else "auto"},
                       retries={"total_max_attempts": 1, "mode": "standard"},  # retried below, within the deadline
@@ -77,6 +91,7 @@ def check_bucket(client, endpoint: str | None, bucket: str, what: str, backoff_m
     fail at once."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from lakesink.credentials import is_missing_credentials, missing_credentials
     from lakesink.retry import retry_until
 
     where = endpoint or "AWS S3"
@@ -96,6 +111,8 @@ def check_bucket(client, endpoint: str | None, bucket: str, what: str, backoff_m
             cause = f"{err.get('Code', status)}: {err.get('Message', '')}".rstrip(": ")
         raise StoreError(f"{what} bucket {bucket!r} at {where}: {cause} (preflight HeadBucket)") from None
     except BotoCoreError as e:  # connection refused, timeouts, DNS
+        if is_missing_credentials(e):  # the default chain's credentials went away since they were found
+            raise missing_credentials(f"{what} bucket {bucket!r} at {where}", None, e) from None
         raise StoreError(f"S3 endpoint {where} is not reachable (preflight HeadBucket of {what} bucket "
                          f"{bucket!r}): {e}") from None
 
@@ -112,15 +129,22 @@ def check_local_dir(path: str, what: str) -> None:
         raise StoreError(f"{what} {path!r}: {p!r} is not a writable directory (preflight)")
 
 
-def check_stores(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
-    """The data bucket and the manifest location (a path table; a catalog table is checked by Spark)."""
+def check_stores(cfg: "SinkConfig", timeout_s: float | None = None, writes: bool = True) -> None:
+    """The data bucket and the manifest location (a path table; a catalog table is checked by Spark), each call
+    within ``timeout_s`` (default :data:`TIMEOUT_S`). Missing S3 credentials: :class:`S3CredentialsError` (exit 3)
+    before any request; otherwise :class:`StoreError` (exit 5) naming the endpoint. ``lakesink sink`` runs it
+    (with :func:`check_broker`), and so do ``vacuum`` and ``status`` before they read the manifest; ``writes=False``
+    (``status`` only reads) leaves local directories unchecked."""
     from lakesink import wiring
+
+    timeout_s = TIMEOUT_S if timeout_s is None else timeout_s  # read at call time: tests shorten it
 
     settings = wiring.store_settings(cfg)
     client = endpoint = None
     backoff_ms = deadline_ms = 0
     if settings.is_local:
-        check_local_dir(urlparse(settings.endpoint_url).path, "store.url")
+        if writes:
+            check_local_dir(urlparse(settings.endpoint_url).path, "store.url")
     else:
         endpoint, client, backoff_ms, deadline_ms = _s3_client(cfg, timeout_s)
         check_bucket(client, endpoint, settings.bucket, "data (s3.bucket.name)", backoff_ms, deadline_ms)
@@ -132,7 +156,7 @@ def check_stores(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
             raise StoreError(f"manifest.location {loc!r} is on S3 but the store is local (store.url)")
         if mbucket != settings.bucket:
             check_bucket(client, endpoint, mbucket, "manifest (manifest.location)", backoff_ms, deadline_ms)
-    elif scheme in ("", "file") and "/" in loc:
+    elif scheme in ("", "file") and "/" in loc and writes:
         check_local_dir(urlparse(loc).path if scheme == "file" else loc, "manifest.location")
 
 

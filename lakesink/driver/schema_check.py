@@ -67,14 +67,21 @@ class SchemaCheckReport:
     incompatibilities: list[compatibility.Incompatibility]
     warnings: list[str] = field(default_factory=list)
     registry_checked: bool = False
+    nothing_to_compare: str | None = None      # why no earlier version was found (None: some were)
+    allow_empty: bool = False                  # nothing to compare passes (exit 0) instead of failing (exit 1)
 
     @property
     def compatible(self) -> bool:
         return not self.incompatibilities
 
     @property
+    def passed(self) -> bool:
+        """Compatible, and checked against something (or ``allow_empty``): a CI gate never passes vacuously."""
+        return self.compatible and (self.nothing_to_compare is None or self.allow_empty)
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.compatible else 1
+        return 0 if self.passed else 1
 
 
 @dataclass
@@ -332,14 +339,17 @@ def _order(versions: list[ArchivedSchema]) -> list[ArchivedSchema]:
 
 
 def schema_check(config: Any, schema: Any, subject: str | None = None, topic: str | None = None,
-                 mode: str | None = None, spark: Any = None, use_registry: bool = True) -> SchemaCheckReport:
+                 mode: str | None = None, spark: Any = None, use_registry: bool = True,
+                 allow_empty: bool = False) -> SchemaCheckReport:
     """Check the candidate ``schema`` (an ``.avsc`` path, JSON text or parsed schema) against every schema
     version the archive of ``topic`` holds and, when the config names a reachable Schema Registry, the
     registry's versions of ``subject`` (default: the config's value subject name strategy for the topic),
     under ``mode`` (default: the config's ``schema.compatibility``; transitive modes too).
 
     Raises SchemaCheckInputError (CLI exit 2) for a missing or invalid schema, an unknown topic or mode; a
-    registry that cannot be reached is a warning when the archive holds versions, else the RegistryError."""
+    registry that cannot be reached is a warning when the archive holds versions, else the RegistryError.
+    No earlier version anywhere (a JSON or schemaless archive, no registry versions): the report says there was
+    nothing to compare (``nothing_to_compare``) and fails (exit 1) unless ``allow_empty``."""
     from lakesink.schemas.registry import shared_client, subject_name
 
     cfg = _config(config)
@@ -391,13 +401,23 @@ def schema_check(config: Any, schema: Any, subject: str | None = None, topic: st
                 versions.append(a)
                 by_text[json.dumps(s, sort_keys=True)] = a
     versions = _order(versions)
-    if not versions:
-        warnings.append(f"no schema version of {topic} found in the archive"
-                        + ("" if client is None else " or the registry") + ": nothing to compare with")
+    empty = None if versions else _nothing_to_compare(topic, rows, subject if client is not None else None)
     rules, transitive = compatibility.check_modes(mode)
     targets = versions if transitive else versions[-1:]
     priors = [compatibility.PriorSchema(v.label, v.schema) for v in targets]
     found = compatibility.check_candidate(candidate, priors, mode)
     return SchemaCheckReport(topic=topic, subject=subject, mode=mode, candidate_fingerprint=fingerprint(candidate),
                              versions=versions, compared=[v.label for v in targets] if rules else [],
-                             incompatibilities=found, warnings=warnings, registry_checked=registry_checked)
+                             incompatibilities=found, warnings=warnings, registry_checked=registry_checked,
+                             nothing_to_compare=empty, allow_empty=allow_empty)
+
+
+def _nothing_to_compare(topic: str, rows: list[dict[str, Any]], subject: str | None) -> str:
+    """Why a check found no earlier version: what the archive holds of ``topic`` and whether a registry was asked."""
+    held = [r for r in rows if r["topic"] == topic]
+    formats = ", ".join(sorted({str(r.get("format") or "?") for r in held}))
+    unread = " lakesink could read (see the warnings)" if {r.get("format") for r in held} & {"avro", "parquet"} else ""
+    archive = (f"its {len(held)} archived object(s) ({formats}) carry no schema{unread}" if held
+               else "the archive holds no object of it")
+    registry = f", and subject {subject!r} has no version in the Schema Registry" if subject else ""
+    return f"no schema version of {topic} to compare with: {archive}{registry}"

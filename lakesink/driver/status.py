@@ -5,6 +5,12 @@ Made for a scheduler's health check: a path manifest is read with delta-rs and t
 client, so no Spark session (no JVM) is started. Thresholds (:class:`Thresholds`) turn the report unhealthy:
 ``max_lag`` records behind on any partition, or a partition with lag whose last commit is older than
 ``max_age_s`` (a caught-up partition is healthy however old its last commit: nothing arrived to archive).
+
+A job with no row in the manifest (no table yet, or a table shared with other jobs that holds none of this
+one's) has never committed a batch: its state is ``NEVER RUN``, never ``OK``, and its lag counts every record
+the broker holds. Without thresholds it is unhealthy (exit 1) as soon as records wait (a job deployed against an
+empty topic is not, exit 0, state still ``NEVER RUN``); with ``--max-lag``/``--max-age`` the thresholds judge it
+as any job (``--max-age``: records waiting and nothing ever committed is past any age).
 """
 from __future__ import annotations
 
@@ -18,9 +24,13 @@ from lakesink.manifest.queries import naive_utc, row_dicts
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
-__all__ = ["PartitionStatus", "Thresholds", "StatusReport", "partition_progress", "build_report", "status"]
+__all__ = ["PartitionStatus", "Thresholds", "StatusReport", "partition_progress", "build_report", "status",
+           "STATE_OK", "STATE_UNHEALTHY", "STATE_NEVER_RUN"]
 
 UNHEALTHY_EXIT = 1
+
+#: ``StatusReport.state`` values.
+STATE_OK, STATE_UNHEALTHY, STATE_NEVER_RUN = "OK", "UNHEALTHY", "NEVER RUN"
 
 #: Manifest columns :func:`partition_progress` reads.
 PROGRESS_COLUMNS = ["job", "topic", "kafka_partition", "range_end", "committed_at"]
@@ -56,10 +66,28 @@ class StatusReport:
     orphans_unplaced: int = 0        # orphans whose key names no topic-partition of the job
     thresholds: Thresholds = field(default_factory=Thresholds)
     seconds: float = 0.0
+    never_ran: bool = False          # the manifest holds no row of this job (no batch ever committed)
+    manifest_exists: bool = True
+    job_problems: list[str] = field(default_factory=list)  # problems of the job as a whole, listed first
 
     @property
     def problems(self) -> list[str]:
-        return [f"{p.topic}-{p.partition}: {msg}" for p in self.partitions for msg in p.problems]
+        return self.job_problems + [f"{p.topic}-{p.partition}: {msg}" for p in self.partitions for msg in p.problems]
+
+    @property
+    def state(self) -> str:
+        """``NEVER RUN`` (whether or not it is also unhealthy: see :attr:`healthy`), ``OK`` or ``UNHEALTHY``."""
+        if self.never_ran:
+            return STATE_NEVER_RUN
+        return STATE_OK if self.healthy else STATE_UNHEALTHY
+
+    @property
+    def note(self) -> str | None:
+        """Why a never-run job is said to be one: which manifest was read and what it lacks."""
+        if not self.never_ran:
+            return None
+        lacks = "no table there yet" if not self.manifest_exists else f"no row of job {self.job!r}"
+        return f"no batch committed yet for job {self.job!r} (manifest {self.manifest}: {lacks})"
 
     @property
     def healthy(self) -> bool:
@@ -96,9 +124,10 @@ def partition_progress(rows: Any, job: str) -> dict[tuple[str, int], tuple[int, 
 
 def build_report(job: str, manifest: str, progress: dict[tuple[str, int], tuple[int, dt.datetime | None]],
                  bounds: dict[tuple[str, int], tuple[int, int]], orphans: Iterable[tuple[str, int] | None],
-                 thresholds: Thresholds, now: dt.datetime) -> StatusReport:
+                 thresholds: Thresholds, now: dt.datetime, manifest_exists: bool = True) -> StatusReport:
     """Pure: the report from the manifest's progress, the broker's ``(earliest, end)`` per partition and one
-    ``(topic, partition)`` (or None) per orphan object, judged at ``now`` (naive UTC)."""
+    ``(topic, partition)`` (or None) per orphan object, judged at ``now`` (naive UTC). Empty ``progress``: the
+    job never ran (see the module docstring for how that is judged)."""
     parts: dict[tuple[str, int], PartitionStatus] = {}
     for k in sorted(set(progress) | set(bounds)):
         nxt, at = progress.get(k, (None, None))
@@ -123,7 +152,13 @@ def build_report(job: str, manifest: str, progress: dict[tuple[str, int], tuple[
             parts[tp].orphans += 1
         else:
             unplaced += 1
-    return StatusReport(job, manifest, list(parts.values()), unplaced, thresholds)
+    report = StatusReport(job, manifest, list(parts.values()), unplaced, thresholds, never_ran=not progress,
+                          manifest_exists=manifest_exists)
+    if report.never_ran and thresholds == Thresholds() and report.total_lag:
+        report.job_problems.append(f"{report.total_lag} record(s) waiting and no batch committed yet for job "
+                                   f"{job!r}; pass --max-lag or --max-age to judge a job that has not run by "
+                                   f"thresholds")
+    return report
 
 
 def _age(seconds: float) -> str:
@@ -148,7 +183,8 @@ def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any 
     t0 = time.monotonic()
     now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     manifest = wiring.manifest(cfg, spark)
-    if not manifest.exists():
+    exists = manifest.exists()
+    if not exists:
         rows: list = []
     elif hasattr(manifest, "arrow"):
         rows = manifest.arrow(PROGRESS_COLUMNS, job=cfg.name)
@@ -170,6 +206,7 @@ def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any 
             placed.append((pk.topic, pk.partition))
         except KeyNameError:
             placed.append(None)
-    report = build_report(cfg.name, cfg.manifest_location, progress, bounds, placed, thresholds, now)
+    report = build_report(cfg.name, cfg.manifest_location, progress, bounds, placed, thresholds, now,
+                          manifest_exists=exists)
     report.seconds = time.monotonic() - t0
     return report
