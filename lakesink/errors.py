@@ -252,7 +252,10 @@ class RestoreGroupActiveError(RestoreError):
 
 
 class RestoreFencedError(RestoreError):
-    """Another producer with the same transactional.id (a newer run of this restore) fenced this one."""
+    """Another producer with the same transactional.id (a newer restore into the same destination partition)
+    fenced this one: like the sink's lost race, exit 4; what this run committed stays, the newer run goes on."""
+
+    exit_code = EXIT_FENCED
 
 
 class RestoreTimestampError(RestoreError):

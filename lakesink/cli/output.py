@@ -289,11 +289,12 @@ class TextOutput(Output):
             widths = [max(len(x) for x in col) for col in zip(head, *rows)]
             self._p(*("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in (head, *rows)))
         at_most = "" if rep.exact else " at most"
+        label = "restore" if rep.name is None else f"restore {rep.name!r}"
         if rep.dry_run:
-            self._p(f"dry run of restore {rep.name!r}: would read {rep.objects} object(s),{at_most} {rep.records} "
+            self._p(f"dry run of {label}: would read {rep.objects} object(s),{at_most} {rep.records} "
                     f"record(s), {rep.bytes} bytes, into {len(rep.partitions)} partition(s)")
         else:
-            self._p(f"restore {rep.name!r}: {rep.produced} record(s) produced, {rep.skipped} already restored, "
+            self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, "
                     f"{len(rep.partitions)} partition(s), {rep.seconds:.1f}s (progress in group {rep.group!r})")
 
     def schema_history(self, r: SchemaHistoryResult) -> None:

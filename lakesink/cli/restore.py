@@ -11,7 +11,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("restore", help="restore archived records chosen by SQL over the manifest to Kafka, exactly once")
     p.add_argument("--config", required=True, help="the sink job's config (.properties, Connect JSON or YAML)")
     p.add_argument("--where", default=None,
-                   help="Spark SQL predicate over the manifest's columns choosing the objects, e.g. "
+                   help="a boolean expression over the manifest's columns choosing the job's objects, e.g. "
                         "\"topic = 'orders' AND kafka_partition = 0\" (default: every object of the job)")
     dest = p.add_mutually_exclusive_group(required=True)
     dest.add_argument("--to-topic", default=None, help="restore every source topic into this topic")
@@ -25,8 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the objects, records and bytes the restore would read (from the manifest alone)")
     p.add_argument("--name", default=None,
-                   help="the restore's name, its resume key (default: <job>-<digest of where, destination and "
-                        "bounds>, so the same command resumes)")
+                   help="keep this restore's progress in a group of its own, lakesink-restore-NAME (default: the "
+                        "cluster's lakesink-restore group, where every restore sees what earlier ones produced "
+                        "into its destination and skips it)")
+    p.add_argument("--again", action="store_true",
+                   help="produce records even where an earlier restore already produced them into the destination "
+                        "(duplicates); without it they are skipped, or the restore refuses when it cannot tell")
     p.add_argument("--force", action="store_true",
                    help="restore even into a topic a sink job of this manifest archives (a feedback loop)")
     p.add_argument("--master", default=None, help="Spark master for a local run")
@@ -54,5 +58,6 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
     report = restore(lambda: session(cfg, args.master), cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
                      from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
-                     to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force)
+                     to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force,
+                     again=args.again)
     return RestoreResult(report=report)

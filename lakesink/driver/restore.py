@@ -10,24 +10,29 @@ produced it checks, in this order, and refuses with one line:
    ``topics`` / ``topics.regex``): restoring into it would archive the restored records again (the feedback
    loop Confluent's docs warn about), unless ``force``;
 3. (not in a dry run) a destination topic that does not exist or has too few partitions (AdminClient);
-4. (not in a dry run) members in the restore's progress group ``lakesink-restore-<name>``;
-5. (not in a dry run) every object and side file still holds the ETag the manifest recorded (one HEAD each).
+4. (not in a dry run) members in the restore's progress group (``lakesink-restore``, see below);
+5. (not in a dry run, unless ``again``) a selection that could duplicate records an earlier restore produced
+   without recording which (see below);
+6. (not in a dry run) every object and side file still holds the ETag the manifest recorded (one HEAD each).
 
 Then each destination partition is restored by :func:`lakesink.executor.restore.restore_partition` in its own
-Spark task (transactional producer, progress in the same Kafka transaction, so a rerun with the same ``name``
-resumes with no duplicate and no gap). A dry run stops after the manifest-only checks and reports the objects,
-records and bytes the restore would read (:func:`lakesink.executor.restore.dry_run`; Spark evaluates the
-where clause, nothing else is touched).
+Spark task (transactional producer, progress in the same Kafka transaction). A dry run stops after the
+manifest-only checks and reports the objects, records and bytes the restore would read
+(:func:`lakesink.executor.restore.dry_run`; Spark evaluates the where clause, nothing else is touched).
 
-The restore's **name** is its resume key (progress group and transactional ids derive from it). Default:
-``<job>-<12 hex digits>``, a digest of the where clause, the destination (``to_topic`` or ``topic_map``) and
-the offset/time bounds, so running the same command again resumes the same restore and any other selection is
-a new one.
+**Exactly once whatever the spelling.** Progress is keyed by what is restored where: per destination
+topic-partition, the progress group (``lakesink-restore``, or ``lakesink-restore-<name>`` with ``name``) records
+which source offsets of which source topic-partition are already there (:mod:`lakesink.executor.coverage`). Any
+later restore into that destination skips those records, whether it is the same command again, another
+spelling of it (``--to-topic`` or ``--topic-map``, an equivalent ``--where``), a time window inside an earlier
+one, or an overlapping selection (only the new records are produced). Two cases refuse before anything is
+produced, naming the earlier restore, unless ``again`` (``--again``: produce them again, duplicates and all):
+the selection reaches offsets an earlier restore may have produced only in part (its ``--where`` chose some of
+the objects whose offsets interleave there), or offsets that a restore with another ``name`` recorded.
 """
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import re
 import time
@@ -37,8 +42,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from lakesink import wiring
 from lakesink.driver.archive import as_config, manifest_frame, resolve_source, select_objects
-from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreError, RestoreRefusedError,
-                             StoreError)
+from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreError, RestoreFencedError,
+                             RestoreRefusedError, StoreError)
+from lakesink.executor.coverage import Coverage, Interval, merge
 from lakesink.executor.readback import ArchivedObject, Cut
 from lakesink.executor.restore import check_group_idle, progress_group
 from lakesink.executor.restore import dry_run as summarize
@@ -46,16 +52,17 @@ from lakesink.executor.restore import dry_run as summarize
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
-__all__ = ["PartitionRestore", "RestoreReport", "restore", "plan_partitions", "default_name", "parse_time", "destination_topic",
-           "archived_topics"]
+__all__ = ["PartitionRestore", "RestoreReport", "restore", "plan_partitions", "parse_time", "destination_topic",
+           "archived_topics", "unselected_spans", "overlap_refusal", "run_failure"]
 
 
 @dataclass
 class PartitionRestore:
     """One destination partition: what the manifest says it holds (``objects``, ``records``, ``bytes``; with
     ``exact`` False the records are an upper bound) and, after a run, what the worker did: ``produced``
-    records, ``skipped`` (planned but already restored by an earlier run of this restore), ``resumed_from``
-    (the next source offset an earlier run committed), ``next_offset`` (the progress committed now)."""
+    records, ``skipped`` (records read but already in the destination from an earlier restore), ``resumed_from``
+    (one past the highest source offset earlier restores recorded, None: none), ``next_offset`` (the same after
+    this run)."""
 
     source_topic: str
     source_partition: int
@@ -77,7 +84,7 @@ class PartitionRestore:
 class RestoreReport:
     """What :func:`restore` did (or, with ``dry_run``, would read)."""
 
-    name: str
+    name: str | None
     group: str
     dry_run: bool
     partitions: list[PartitionRestore] = field(default_factory=list)
@@ -122,14 +129,6 @@ def parse_time(value: Any, what: str) -> int | None:
             value = value.replace(tzinfo=dt.timezone.utc)
         return int(value.timestamp() * 1000)
     raise InvalidArgumentError(f"{what} must be an ISO-8601 string, a datetime or epoch milliseconds, not {value!r}")
-
-
-def default_name(cfg: "SinkConfig", where: str | None, to_topic: str | None, topic_map: tuple[str, str] | None,
-                 cut: Cut) -> str:
-    """``<job>-<digest>`` of the selection and destination: the same command resumes the same restore."""
-    key = json.dumps([where or "", to_topic, list(topic_map) if topic_map else None,
-                      [cut.from_offset, cut.to_offset, cut.from_ts, cut.to_ts]])
-    return f"{cfg.name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def destination_topic(source: str, to_topic: str | None, topic_map: tuple[str, str] | None) -> str:
@@ -203,6 +202,56 @@ def _check_objects(store, objects: list[ArchivedObject]) -> None:
                                      f"manifest recorded {etag}; nothing was produced")
 
 
+def unselected_spans(everything: list[ArchivedObject], selected: list[ArchivedObject]) -> dict[tuple[str, int], list[Interval]]:
+    """Per source partition, the merged offset spans of the objects in ``everything`` (the job's) that are not in
+    ``selected`` (what a ``--where`` chose): a restore's progress must not claim records there."""
+    chosen = {o.object_key for o in selected}
+    out: dict[tuple[str, int], list[Interval]] = {}
+    for o in everything:
+        if o.object_key not in chosen:
+            out.setdefault((o.topic, o.kafka_partition), []).append((o.first_offset, o.last_offset))
+    return {k: merge(v) for k, v in out.items()}
+
+
+def overlap_refusal(part: PartitionRestore, objs: list[ArchivedObject], cut: Cut, own: Coverage,
+                    others: dict[str, Coverage], own_group: str) -> str | None:
+    """Why restoring ``objs`` into ``part``'s destination could duplicate records (None: it cannot): offsets
+    the own group's progress marks as possibly produced in part, or offsets another group's progress records."""
+    lo = cut.from_offset if cut.from_offset is not None else 0
+    hi = cut.to_offset if cut.to_offset is not None else max((o.last_offset for o in objs), default=-1)
+    spans = [(max(o.first_offset, lo), min(o.last_offset, hi)) for o in objs]
+    spans = merge([(a, b) for a, b in spans if a <= b])
+    where = f"{part.topic}-{part.partition}"
+    src = f"{part.source_topic}-{part.source_partition}"
+    hit = own.source(part.source_topic, part.source_partition).conflicts(spans)
+    if hit:
+        a, b = hit[0]
+        return (f"offsets {a}-{b} of {src} may already be in {where}: an earlier restore recorded in group "
+                f"{own_group!r} produced some of the records there (its --where chose part of the objects whose "
+                f"offsets interleave there); nothing was produced: narrow the selection, or pass --again to produce "
+                f"them again (duplicates)")
+    for group, cov in sorted(others.items()):
+        hit = cov.source(part.source_topic, part.source_partition).conflicts(spans, foreign=True)
+        if hit:
+            a, b = hit[0]
+            return (f"offsets {a}-{b} of {src} were already restored into {where} by the restore recorded in group "
+                    f"{group!r}; nothing was produced: restore with that restore's --name to skip what it produced, "
+                    f"or pass --again to produce them again (duplicates)")
+    return None
+
+
+def run_failure(cause: str, name: str | None) -> RestoreError:
+    """The error of a restore whose task failed with ``cause`` (the task's own error line): a fencing by a newer
+    restore into the same partition is :class:`RestoreFencedError` (exit 4, like the sink's lost race)."""
+    label = "restore" if name is None else f"restore {name!r}"
+    if cause.startswith("RestoreFencedError:"):
+        return RestoreFencedError(f"{label} stopped: {cause.split(':', 1)[1].strip()} (what this run committed "
+                                  f"stays; the newer restore goes on)")
+    again = "the same restore again" if name is None else f"it again with --name {name}"
+    return RestoreError(f"{label} failed: {cause} (every committed transaction stays; run {again} to resume: "
+                        f"records already produced are skipped)")
+
+
 def plan_partitions(objects: list[ArchivedObject], to_topic: str | None, topic_map: tuple[str, str] | None,
                     cut: Cut) -> list[tuple[PartitionRestore, list[ArchivedObject]]]:
     """Objects grouped by source partition, each group's destination (same partition number) and what the
@@ -232,10 +281,11 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             topic_map: tuple[str, str] | None = None, from_offset: int | None = None, to_offset: int | None = None,
             from_time: Any = None, to_time: Any = None, dry_run: bool = False, name: str | None = None,
             force: bool = False, manifest: Any = None, producer_config: Mapping[str, Any] | None = None,
-            records_per_txn: int | None = None, timeout_s: float = 60.0) -> RestoreReport:
-    """Restore the archived records of the committed objects ``where`` selects (Spark SQL over the manifest,
-    rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same partition numbers,
-    exactly once for ``read_committed`` consumers (see the module docstring for the checks and the name).
+            records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0) -> RestoreReport:
+    """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
+    manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
+    partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
+    produced into the destination are skipped (see the module docstring for the checks, ``name`` and ``again``).
 
     ``from_offset`` / ``to_offset`` (inclusive, source offsets, every partition) and ``from_time`` /
     ``to_time`` (ISO-8601, UTC when no zone; inclusive; CreateTime of the records) cut inside objects.
@@ -258,13 +308,13 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         raise InvalidArgumentError(f"from_time {from_time} is after to_time {to_time}")
     session = spark() if callable(spark) else spark
     cfg, manifest = resolve_source(session, manifest if manifest is not None else config, as_config(config))
-    name = name or default_name(cfg, where, to_topic, topic_map, cut)
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
         raise InvalidArgumentError(f"restore name {name!r}: use letters, digits, '.', '_' and '-' (it names a "
                                    f"consumer group and transactional ids)")
     report = RestoreReport(name=name, group=progress_group(name), dry_run=dry_run)
 
     objects = select_objects(session, cfg, manifest, where)
+    holes = unselected_spans(select_objects(session, cfg, manifest, None), objects) if where and where.strip() else {}
     planned = plan_partitions(objects, to_topic, topic_map, cut)
     report.partitions = [p for p, _objs in planned]
     _check_feedback(session, cfg, manifest, {p.topic for p in report.partitions}, force)
@@ -277,6 +327,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     from lakesink.config.kafka import CONSUMER_ONLY
     from lakesink.driver.kafka_admin import client_config
     from lakesink.executor.archive_tasks import RESTORE_RESULT_DDL, PartitionJob, restore_task
+    from lakesink.executor.restore import group_coverages
     from lakesink.store import open_store
 
     producer = {**wiring.librdkafka_config(cfg.kafka_options), **dict(producer_config or {})}
@@ -284,11 +335,21 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                          **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
     _check_destinations(admin, report.partitions, timeout_s)
     check_group_idle(admin, report.group, timeout_s)
+    if not again:
+        dests = sorted({(p.topic, p.partition) for p in report.partitions})
+        own, others = group_coverages(admin, report.group, dests, timeout_s)
+        for p, objs in planned:
+            why = overlap_refusal(p, objs, cut, own.get((p.topic, p.partition), Coverage()),
+                                  {g: c[(p.topic, p.partition)] for g, c in others.items()
+                                   if (p.topic, p.partition) in c}, report.group)
+            if why:
+                raise RestoreRefusedError(why)
     _check_objects(open_store(wiring.store_settings(cfg)), [o for _p, objs in planned for o in objs])
 
-    tasks = [PartitionJob(p.source_topic, p.source_partition, p.topic, p.partition, tuple(objs))
+    tasks = [PartitionJob(p.source_topic, p.source_partition, p.topic, p.partition, tuple(objs),
+                          tuple(holes.get((p.source_topic, p.source_partition), ())))
              for p, objs in planned]
-    options: dict[str, Any] = {"timeout_s": timeout_s}
+    options: dict[str, Any] = {"timeout_s": timeout_s, "again": again}
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
     n = len(tasks)
@@ -300,14 +361,13 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
         from lakesink.driver.sink import executor_error
 
-        raise RestoreError(f"restore {name!r} failed: {executor_error(e)} (every committed transaction stays; "
-                           f"run it again with --name {name} to resume)") from e
+        raise run_failure(executor_error(e), name) from e
     for row in out:
         res = json.loads(row.result)
         p = report.partitions[res["id"]]
         p.produced, p.transactions = res["produced"], res["transactions"]
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]
-        p.skipped = max(0, p.records - p.produced) if p.resumed_from is not None else 0
+        p.skipped = res["skipped"]
     report.seconds = time.monotonic() - t0
     return report
 

@@ -130,9 +130,11 @@ class PartitionJob:
     topic: str
     partition: int
     objects: tuple[ArchivedObject, ...]
+    #: offset spans of the source partition's objects the restore's --where left out (its progress must not claim them)
+    holes: tuple[tuple[int, int], ...] = ()
 
 
-def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], cfg: "SinkConfig", name: str,
+def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], cfg: "SinkConfig", name: str | None,
                  producer_config: dict, cut: Cut, options: dict) -> Iterator["pa.RecordBatch"]:
     """For each id, restore ``jobs[id]`` (:func:`~lakesink.executor.restore.restore_partition`); one JSON row
     per destination partition: the job's identity and the worker's :class:`RestoreResult` fields."""
@@ -146,7 +148,8 @@ def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], 
         fmt = reader.value_format(job.objects[0]) if job.objects else wiring.value_format(cfg)
         res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,
                                 keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
-                                key_decoder=cfg.key_decoder, value_decoder=cfg.value_decoder, **options)
+                                key_decoder=cfg.key_decoder, value_decoder=cfg.value_decoder, holes=job.holes,
+                                **options)
         out = {"id": i, **asdict(res)}
         out.pop("events", None)
         yield pa.RecordBatch.from_pydict({"result": [json.dumps(out)]})

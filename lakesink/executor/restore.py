@@ -1,15 +1,16 @@
 """Restore: archived records back to Kafka, exactly once, one destination partition per worker.
 
-:func:`restore_partition` replays the ordered objects of ONE source partition into ONE destination
-topic-partition (same per-partition order, keys, headers, CreateTime timestamps) with one transactional
-producer, whose ``transactional.id`` (:func:`transactional_id`) is derived from the restore name and the
-destination: a second run fences the first (a zombie can commit nothing more). Progress is committed IN
-THE SAME Kafka transaction as the records (``send_offsets_to_transaction``) to the consumer group
-:func:`progress_group` (``lakesink-restore-<name>``), keyed by the destination topic-partition, as the
-next *source* offset to restore, with a metadata string naming the source. A rerun reads that offset
-(stable read: ``UNSTABLE_OFFSET_COMMIT`` is retried while a transaction of the previous run settles) and
-skips every record below it; records of a transaction that did not commit were never visible to
-``read_committed`` consumers. So each record is in the destination exactly once, whatever kills the worker.
+:func:`restore_partition` replays the objects of ONE source partition into ONE destination topic-partition in
+source-offset order (objects whose offsets interleave are merged; keys, headers and CreateTime timestamps kept)
+with one transactional producer, whose ``transactional.id`` (:func:`transactional_id`) is derived from the
+destination: a second restore into the same partition fences the first (a zombie can commit nothing more).
+Progress is committed IN THE SAME Kafka transaction as the records (``send_offsets_to_transaction``) to the
+consumer group :func:`progress_group`, keyed by the destination topic-partition: the offset metadata is a
+:class:`~lakesink.executor.coverage.Coverage`, which source offsets of which source partition are in the
+destination. A later restore reads it (stable read: ``UNSTABLE_OFFSET_COMMIT`` is retried while a transaction of
+the previous run settles) and skips every record it covers, whatever that restore's selection; records of a
+transaction that did not commit were never visible to ``read_committed`` consumers. So each record is in the
+destination exactly once, whatever kills the worker and however the command is spelt.
 
 Hazards the worker guards against (seen on a real broker):
 
@@ -27,18 +28,20 @@ one worker per destination partition wherever it likes.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError, RestoreGroupActiveError,
                              RestoreProduceError, RestoreTimestampError)
+from lakesink.executor.coverage import Coverage, Interval, merge
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_records
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
-           "transactional_id", "transactional_producer_config", "progress_metadata", "RestoreSummary",
-           "RestoreResult", "dry_run", "check_group_idle", "read_progress", "restore_partition"]
+           "transactional_id", "transactional_producer_config", "RestoreSummary", "RestoreResult", "dry_run",
+           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition"]
 
 log = logging.getLogger("lakesink.executor.restore")
 
@@ -57,19 +60,17 @@ _PRODUCER_ONLY = {"transactional.id", "enable.idempotence", "acks", "request.req
                   "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms"}
 
 
-def progress_group(name: str) -> str:
-    """The consumer group holding a restore's progress (never joined by the restore itself)."""
-    return f"lakesink-restore-{name}"
+def progress_group(name: str | None = None) -> str:
+    """The consumer group holding restores' progress (never joined by a restore itself): one per destination
+    cluster, ``lakesink-restore``, unless a restore is given a ``name`` of its own."""
+    return "lakesink-restore" if name is None else f"lakesink-restore-{name}"
 
 
-def transactional_id(name: str, topic: str, partition: int) -> str:
-    """One transactional id per restore and destination partition: a newer worker fences an older one."""
-    return f"lakesink-restore-{name}-{topic}-{partition}"
-
-
-def progress_metadata(source_topic: str, source_partition: int) -> str:
-    """The offset-commit metadata naming the source partition of the committed (source) offset."""
-    return f"lakesink-restore source={source_topic}-{source_partition}"
+def transactional_id(name: str | None, topic: str, partition: int) -> str:
+    """One transactional id per progress group and destination partition: a newer restore into the same
+    partition fences an older one (``:`` never appears in a topic name, so the default ids cannot collide with
+    a named restore's)."""
+    return f"lakesink-restore:{topic}:{partition}" if name is None else f"lakesink-restore-{name}-{topic}-{partition}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class RestoreResult:
     fresh start) and the next source offset it committed."""
 
     produced: int = 0
+    skipped: int = 0
     transactions: int = 0
     resumed_from: int | None = None
     next_offset: int | None = None
@@ -209,6 +211,49 @@ def read_progress(admin, group: str, topic: str, partition: int,
         raise RestoreError(f"cannot read the progress of group {group!r} for {topic}-{partition}: {err.str()}")
 
 
+def read_coverage(admin, group: str, topic: str, partition: int,
+                  timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> Coverage:
+    """What earlier restores recorded in ``group`` for destination ``topic``-``partition`` (stable read)."""
+    offset, metadata = read_progress(admin, group, topic, partition, timeout_s)
+    try:
+        return Coverage.decode(offset, metadata)
+    except ValueError as e:
+        raise RestoreError(f"progress group {group!r} for {topic}-{partition}: {e}; use another restore name") from None
+
+
+def group_coverages(admin, own_group: str, dests: list[tuple[str, int]], timeout_s: float = 30.0
+                    ) -> tuple[dict[tuple[str, int], Coverage], dict[str, dict[tuple[str, int], Coverage]]]:
+    """The coverage of destination partitions ``dests`` recorded by ``own_group`` (stable reads), and by every
+    other ``lakesink-restore*`` group of the cluster (restores with another name, or by an earlier lakesink),
+    as ``(own, {group: {dest: coverage}})``. Metadata that is not lakesink's is left out of the others."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    own = {d: read_coverage(admin, own_group, d[0], d[1]) for d in dests}
+    try:
+        listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    except KafkaException as e:
+        raise RestoreError(f"cannot list the destination cluster's consumer groups: "
+                           f"{_err(e).str() if _err(e) else e}") from None
+    others: dict[str, dict[tuple[str, int], Coverage]] = {}
+    for g in sorted(x.group_id for x in listed.valid):
+        if not g.startswith("lakesink-restore") or g == own_group:
+            continue
+        req = [ConsumerGroupTopicPartitions(g, [TopicPartition(t, p) for t, p in dests])]
+        try:
+            res = admin.list_consumer_group_offsets(req, request_timeout=timeout_s)[g].result()
+        except KafkaException as e:
+            raise RestoreError(f"cannot read the progress of group {g!r}: {_err(e).str() if _err(e) else e}") from None
+        for tp in res.topic_partitions:
+            if tp.error is not None or tp.offset < 0:
+                continue
+            try:
+                cov = Coverage.decode(tp.offset, tp.metadata)
+            except ValueError:
+                continue
+            others.setdefault(g, {})[(tp.topic, tp.partition)] = cov
+    return own, others
+
+
 class _Txn:
     """The transactional producer of one worker and the bookkeeping of its open transaction."""
 
@@ -217,13 +262,18 @@ class _Txn:
 
         self.timeout_s = timeout_s
         self.errors: list[Any] = []
-        self.producer = Producer(transactional_producer_config(conf, tid))
+        self.fatal: Any = None  # the error behind librdkafka's "Local: Fatal error" (a fencing, usually)
+        self.producer = Producer({**transactional_producer_config(conf, tid), "error_cb": self.on_error})
         # never subscribes: the consumer only supplies the group metadata the offsets commit needs
         self.consumer = Consumer({**_client_conf(conf), "group.id": group, "enable.auto.commit": False,
                                   "isolation.level": "read_committed"})
         self.open = False
         self.records = 0
         self.bytes = 0
+
+    def on_error(self, err) -> None:
+        if err.fatal():
+            self.fatal = err
 
     def on_delivery(self, err, msg) -> None:
         if err is not None:
@@ -249,10 +299,13 @@ class _Txn:
             pass
 
 
-def _fail(e: BaseException, what: str, dest: str) -> RestoreError:
+def _fail(e: BaseException, what: str, dest: str, txn: "_Txn | None" = None) -> RestoreError:
     from confluent_kafka import KafkaError
 
     err = _err(e)
+    if err is not None and err.code() == KafkaError._FATAL and txn is not None:
+        txn.producer.poll(0)  # serves the error callback that names the cause
+        err = txn.fatal or err
     text = err.str() if err is not None else str(e)
     if err is not None and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
                                           KafkaError.TRANSACTION_COORDINATOR_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
@@ -264,21 +317,24 @@ def _fail(e: BaseException, what: str, dest: str) -> RestoreError:
                                f"the last committed progress): {text}")
 
 
-def restore_partition(name: str, topic: str, partition: int, objects: Iterable[ArchivedObject], store, fmt,
+def restore_partition(name: str | None, topic: str, partition: int, objects: Iterable[ArchivedObject], store, fmt,
                       producer_config: Mapping[str, Any], *, keys_format=None, headers_format=None,
                       cut: Cut = NO_CUT, key_decoder: str = "bytes", value_decoder: str | None = None,
                       records_per_txn: int = DEFAULT_RECORDS_PER_TXN, bytes_per_txn: int = DEFAULT_BYTES_PER_TXN,
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
-                      timeout_s: float = 60.0,
+                      holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
-    """Produce the records of ``objects`` (one source partition, any order: sorted here by offset) into
-    ``topic``-``partition`` exactly once, resuming from the progress committed by earlier runs of restore
-    ``name``. ``producer_config``: librdkafka settings (``bootstrap.servers``, security, ...);
-    ``transactional.id`` is set here. A transaction commits every ``records_per_txn`` records or
-    ``bytes_per_txn`` bytes, also at each object's end with ``commit_per_object``, and at the end (a last
-    transaction may carry progress only). ``on_event(point, info)`` is called at ``begin`` (a transaction opens),
-    ``produced`` (after each record is handed to the producer; ``info`` has ``producer``, ``offset``,
-    ``in_txn``) and ``committed`` (``next_offset``): tests use it to kill the worker at those points.
+    """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
+    source-offset order, exactly once: a record that any earlier restore into this destination already produced
+    (the :class:`~lakesink.executor.coverage.Coverage` in progress group :func:`progress_group` of ``name``) is
+    skipped, unless ``again``. ``holes``: the offset spans of the source partition's objects the restore did
+    not select (its ``--where`` left them out), which its progress must not claim. ``producer_config``:
+    librdkafka settings (``bootstrap.servers``, security, ...); ``transactional.id`` is set here. A transaction
+    commits every ``records_per_txn`` records or ``bytes_per_txn`` bytes, also at each object's end with
+    ``commit_per_object``, and at the end (a last transaction may carry progress only). ``on_event(point,
+    info)`` is called at ``begin`` (a transaction opens), ``produced`` (after each record is handed to the
+    producer; ``info`` has ``producer``, ``offset``, ``in_txn``) and ``committed`` (``next_offset``): tests use
+    it to kill the worker at those points.
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -288,12 +344,12 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
     if records_per_txn < 1 or bytes_per_txn < 1:
         raise InvalidArgumentError("records_per_txn and bytes_per_txn must be >= 1")
     t0 = time.monotonic()
-    objs = sorted(objects, key=lambda o: o.first_offset)
+    objs = sorted(objects, key=lambda o: (o.first_offset, o.last_offset))
     sources = {(o.topic, o.kafka_partition) for o in objs}
     if len(sources) > 1:
         raise InvalidArgumentError(f"one worker restores one source partition, got {sorted(sources)}")
     src_topic, src_part = next(iter(sources)) if sources else ("", -1)
-    dest = f"restore {name!r} → {topic}-{partition}"
+    dest = f"restore into {topic}-{partition}"
     group = progress_group(name)
     conf = dict(producer_config)
     admin = AdminClient(_client_conf(conf))
@@ -311,59 +367,71 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
             # committed), so the progress read next is the last that committed
             txn.producer.init_transactions(timeout_s)
         except KafkaException as e:
-            raise _fail(e, "init_transactions", dest) from None
-        committed, committed_meta = read_progress(admin, group, topic, partition)
-        source_meta = progress_metadata(src_topic, src_part)
-        if committed is not None and sources and committed_meta not in (None, source_meta):
-            raise RestoreError(f"{dest}: the progress group {group!r} holds progress of another source "
-                               f"({committed_meta!r}, this restore reads {src_topic}-{src_part}): use another "
-                               f"restore name")
-        result.resumed_from = committed
-        start = committed if committed is not None else cut.from_offset
+            raise _fail(e, "init_transactions", dest, txn) from None
+        coverage = read_coverage(admin, group, topic, partition)
+        mine = coverage.source(src_topic, src_part)
+        result.resumed_from = (mine.high() + 1) if mine else None
+        window = (cut.from_ts, cut.to_ts)
+        run_lo = cut.from_offset if cut.from_offset is not None else 0
+        cap = cut.to_offset
+        selected = merge([(o.first_offset, o.last_offset) for o in objs])
         group_md = txn.consumer.consumer_group_metadata()
-        done_upto = committed  # next source offset already committed
 
-        def commit(next_offset: int) -> None:
-            nonlocal done_upto
+        def commit(upto: int) -> None:
+            """Commit the open transaction with the progress: everything selected up to offset ``upto``."""
+            nonlocal coverage, mine
+            now = mine.add(run_lo, upto, window, list(holes), selected)
+            updated = coverage.with_source(src_topic, src_part, now)
+            offset, md = updated.encode()
+            if not txn.open and updated == coverage:
+                return  # nothing new: no transaction
             txn.begin()
             try:
-                txn.producer.send_offsets_to_transaction(
-                    [TopicPartition(topic, partition, next_offset, source_meta)], group_md, timeout_s)
+                txn.producer.send_offsets_to_transaction([TopicPartition(topic, partition, offset, md)], group_md,
+                                                         timeout_s)
                 txn.producer.flush(timeout_s)
                 if txn.errors:
                     raise _delivery_failure(txn.errors, dest)
                 txn.producer.commit_transaction(timeout_s)
             except KafkaException as e:
                 txn.abort()
-                raise _fail(e, "commit", dest) from None
+                raise _fail(e, "commit", dest, txn) from None
             except RestoreError:
                 txn.abort()
                 raise
             txn.open = False
             result.transactions += 1
-            result.next_offset = done_upto = next_offset
-            emit("committed", {"next_offset": next_offset})
+            result.next_offset = offset
+            coverage, mine = updated, now
+            emit("committed", {"next_offset": offset})
 
-        cap = cut.to_offset + 1 if cut.to_offset is not None else None
-        for obj in objs:
-            if start is not None and obj.last_offset < start:
+        for cluster in _clusters(objs):
+            c_lo, c_hi = cluster[0].first_offset, max(o.last_offset for o in cluster)
+            check = not again and mine.touches(c_lo, c_hi)
+            reads = []
+            for obj in cluster:
+                if cut.object_overlap(obj) is False:
+                    continue
+                reads.append(read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format,
+                                          cut=cut, key_decoder=key_decoder, value_decoder=value_decoder))
+                result.objects_read += 1
+            # objects of one commit group interleave in offsets (Field/TimeBased partitioners): one offset order
+            records = reads[0] if len(reads) == 1 else list(heapq.merge(*reads, key=lambda r: r.offset))
+            if not records:
                 continue
-            lows = [x for x in (start, cut.from_offset) if x is not None]
-            sub = Cut(max(lows) if lows else None, cut.to_offset, cut.from_ts, cut.to_ts)
-            if sub.object_overlap(obj) is False:
-                continue
-            records = read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format, cut=sub,
-                                   key_decoder=key_decoder, value_decoder=value_decoder)
-            result.objects_read += 1
             now_ms = int(time.time() * 1000)
             for i, r in enumerate(records):
+                if check and mine.covers(r.offset, r.timestamp):
+                    result.skipped += 1
+                    continue
                 if r.timestamp is not None and r.timestamp > now_ms + max_future_ms:
                     txn.abort()
                     when = dt.datetime.fromtimestamp(r.timestamp / 1000, dt.timezone.utc).isoformat()
                     raise RestoreTimestampError(
                         f"{dest}: record {r.topic}-{r.partition}@{r.offset} has timestamp {r.timestamp} ({when}), "
                         f"more than {max_future_ms} ms in the future: the broker refuses it "
-                        f"(log.message.timestamp.after.max.ms); nothing after offset {done_upto} was committed")
+                        f"(log.message.timestamp.after.max.ms); nothing after the last committed progress was "
+                        f"produced")
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
@@ -377,7 +445,7 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
                         txn.producer.poll(0.1)
                     except KafkaException as e:
                         txn.abort()
-                        raise _fail(e, f"produce of {r.topic}-{r.partition}@{r.offset}", dest) from None
+                        raise _fail(e, f"produce of {r.topic}-{r.partition}@{r.offset}", dest, txn) from None
                 if not result.produced & 0xFF:  # serve delivery reports every 256 records, not per record
                     txn.producer.poll(0)
                 size = len(r.value or b"") + len(r.key or b"")
@@ -393,15 +461,16 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
                     txn.abort()
                     raise _delivery_failure(txn.errors, dest)
                 # records a transform made of one Kafka record share its offset (lakesink.transforms): progress
-                # (the next source offset) is committed only after the last of them, or a resume would skip the rest
+                # is committed only after the last of them, or a resume would skip the rest
                 group_open = i + 1 < len(records) and records[i + 1].offset == r.offset
                 if (txn.records >= records_per_txn or txn.bytes >= bytes_per_txn) and not group_open:
-                    commit(r.offset + 1)
+                    commit(r.offset)
             if commit_per_object and txn.open:
-                # every record of the object is accounted for (produced, or outside the cut)
-                commit(obj.last_offset + 1 if cap is None else min(obj.last_offset + 1, cap))
-        if txn.open or (objs and (done_upto is None or _final(objs, cap) > done_upto)):
-            commit(_final(objs, cap))
+                # every record of the objects is accounted for (produced, skipped, or outside the cut)
+                commit(c_hi if cap is None else min(c_hi, cap))
+        if objs:
+            end = max(o.last_offset for o in objs)
+            commit(end if cap is None else min(end, cap))
     finally:
         if txn.open:
             txn.abort()
@@ -410,10 +479,18 @@ def restore_partition(name: str, topic: str, partition: int, objects: Iterable[A
     return result
 
 
-def _final(objs: list[ArchivedObject], cap: int | None) -> int:
-    """The next source offset once every object is restored (capped by the cut's end)."""
-    upto = objs[-1].last_offset + 1
-    return upto if cap is None else min(upto, cap)
+def _clusters(objs: list[ArchivedObject]) -> list[list[ArchivedObject]]:
+    """Objects (sorted by first offset) in runs whose offset spans overlap: each run is read as one."""
+    out: list[list[ArchivedObject]] = []
+    reach = -1
+    for o in objs:
+        if out and o.first_offset <= reach:
+            out[-1].append(o)
+            reach = max(reach, o.last_offset)
+        else:
+            out.append([o])
+            reach = o.last_offset
+    return out
 
 
 def _delivery_failure(errors: list, dest: str) -> RestoreError:

@@ -22,7 +22,8 @@ from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.errors import RestoreFencedError, RestoreGroupActiveError, RestoreProduceError, RestoreTimestampError
 from lakesink.executor.archiver import ArchivedRow, BatchContext
-from lakesink.executor.readback import ArchivedObject
+from lakesink.executor.coverage import Coverage
+from lakesink.executor.readback import ArchivedObject, Cut
 from lakesink.executor.restore import progress_group, read_progress, restore_partition, transactional_id
 from lakesink.executor.task import archive_partitions, decode_result
 from lakesink.store import open_store
@@ -110,7 +111,10 @@ def test_restore_exactly_once_in_order_and_rerun_produces_nothing(kafka, tmp_pat
     assert res.transactions == 6  # 40 records, 7 per transaction
     assert consume(kafka, topic) == wanted(records)
     progress, meta = read_progress(admin(kafka), progress_group(name), topic, 0)
-    assert progress == records[-1][0] + 1 and meta == f"lakesink-restore source=src-{SOURCE_PARTITION}"
+    assert progress == records[-1][0] + 1
+    # the metadata says which source offsets are in the destination: all of them, whatever the time
+    cov = Coverage.decode(progress, meta).source("src", SOURCE_PARTITION)
+    assert cov.exact == [(0, records[-1][0], None, None)] and cov.dirty == []
     again = restore(kafka, cfg, rows, name, topic, records_per_txn=7)
     assert (again.produced, again.transactions, again.resumed_from) == (0, 0, records[-1][0] + 1)
     assert consume(kafka, topic) == wanted(records)
@@ -180,6 +184,87 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(kafka
     res = restore(kafka, cfg, rows, name, topic, records_per_txn=6)
     assert res.resumed_from == records[6][0] and res.produced == N - 6
     assert consume(kafka, topic) == wanted(records)
+
+
+def test_a_worker_fenced_before_its_next_produce_says_fenced(kafka, tmp_path):
+    """The fencing reaches the zombie before its next produce(), which librdkafka fails with "Local: Fatal error":
+    the worker names the fatal error's cause (a fencing), not the generic line, so the CLI exits 4."""
+    from confluent_kafka import Producer
+
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
+    newer = {}
+
+    def on_event(point, info):
+        if point == "produced" and info["offset"] == records[9][0] and not newer:
+            p = Producer({"bootstrap.servers": kafka.bootstrap_servers,
+                          "transactional.id": transactional_id(name, topic, 0)})
+            p.init_transactions(30)
+            newer["p"] = p
+            info["producer"].flush(10)  # the zombie's records meet the new epoch: its fatal error is raised now
+
+    with pytest.raises(RestoreFencedError, match="fenced by a newer producer") as e:
+        restore(kafka, cfg, rows, name, topic, records_per_txn=6, on_event=on_event)
+    assert e.value.exit_code == 4
+    assert consume(kafka, topic) == wanted(records[:6])
+
+
+def test_any_selection_into_the_same_destination_skips_what_is_there(kafka, tmp_path):
+    """Progress is keyed by source offsets in the destination: a cut inside an earlier restore produces nothing,
+    an overlapping one only what is missing, and each record is in the destination once."""
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic = create_topic(kafka)
+    first = restore(kafka, cfg, rows, None, topic, cut=Cut(from_offset=records[10][0], to_offset=records[20][0]))
+    assert first.produced == 11
+    inside = restore(kafka, cfg, rows, None, topic, cut=Cut(from_offset=records[12][0], to_offset=records[14][0],
+                                                            from_ts=records[0][4] - 10**6))
+    assert (inside.produced, inside.skipped, inside.transactions) == (0, 3, 0)
+    wider = restore(kafka, cfg, rows, None, topic, cut=Cut(to_offset=records[25][0]))
+    assert (wider.produced, wider.skipped) == (15, 11)
+    rest = restore(kafka, cfg, rows, None, topic)
+    assert (rest.produced, rest.skipped) == (N - 26, 26)
+    got = consume(kafka, topic)
+    assert sorted(got) == sorted(wanted(records)) and len(got) == N
+    # --again: produced again on purpose
+    again = restore(kafka, cfg, rows, None, topic, cut=Cut(to_offset=records[1][0]), again=True)
+    assert again.produced == 2 and len(consume(kafka, topic)) == N + 2
+
+
+def test_a_time_window_then_everything_produces_each_record_once(kafka, tmp_path):
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic = create_topic(kafka)
+    lo, hi = records[5][4], records[25][4]
+    window = restore(kafka, cfg, rows, None, topic, cut=Cut(from_ts=lo, to_ts=hi))
+    inside = [r for r in records if lo <= r[4] <= hi]
+    assert window.produced == len(inside) and consume(kafka, topic) == wanted(inside)
+    full = restore(kafka, cfg, rows, None, topic)
+    assert (full.produced, full.skipped) == (N - len(inside), len(inside))
+    assert sorted(consume(kafka, topic)) == sorted(wanted(records))
+
+
+def test_objects_whose_offsets_interleave_are_restored_in_offset_order(kafka, tmp_path):
+    """Objects of one commit group (a FieldPartitioner's) interleave in offsets: the worker merges them, so the
+    destination holds the source order, and progress committed mid-object never skips an earlier offset."""
+    records = expected_records(int(time.time() * 1000))
+    evens = [r for i, r in enumerate(records) if i % 2 == 0]
+    odds = [r for i, r in enumerate(records) if i % 2 == 1]
+    cfg, even_rows = archive(tmp_path, evens)  # one store: keys differ by their first offsets
+    _cfg, odd_rows = archive(tmp_path, odds)
+    objects = [ArchivedObject.from_row(r) for r in even_rows + odd_rows]
+    assert any(a.first_offset < b.first_offset <= a.last_offset for a in objects for b in objects if a is not b)
+    topic = create_topic(kafka)
+    res = restore(kafka, cfg, even_rows + odd_rows, None, topic, records_per_txn=5)
+    assert res.produced == N and consume(kafka, topic) == wanted(records)
+    # what a --where that chose only the even objects leaves: the odd objects' spans are holes, claimed by nobody
+    part = create_topic(kafka)
+    holes = tuple((r.first_offset, r.last_offset) for r in odd_rows)
+    res = restore(kafka, cfg, even_rows, None, part, holes=holes)
+    assert res.produced == len(evens)
+    cov = Coverage.decode(*read_progress(admin(kafka), progress_group(None), part, 0)).source("src", SOURCE_PARTITION)
+    assert not any(cov.covers(r[0], r[4]) for r in odds) and cov.dirty
 
 
 def test_refuses_while_the_progress_group_has_members(kafka, tmp_path):

@@ -11,8 +11,9 @@ from lakesink.cli.output import JsonOutput, RestoreResult, TextOutput
 from lakesink.cli.restore import parse_topic_map
 from lakesink.config import SinkConfig
 from lakesink.driver.archive import query_error_line
-from lakesink.driver.restore import (PartitionRestore, RestoreReport, default_name, destination_topic,
-                                     parse_time)
+from lakesink.driver.restore import (PartitionRestore, RestoreReport, destination_topic, overlap_refusal, parse_time,
+                                     run_failure, unselected_spans)
+from lakesink.executor.coverage import Coverage, SourceCoverage
 from lakesink.errors import InvalidArgumentError, RestoreRefusedError
 from lakesink.executor.readback import Cut
 
@@ -38,15 +39,47 @@ def test_topic_map_regex_and_replacement():
         destination_topic("orders", None, ("(", "x"))
 
 
-def test_default_name_is_stable_and_depends_on_the_selection():
-    c = cfg()
-    a = default_name(c, "kafka_partition = 0", "t", None, Cut())
-    assert a == default_name(c, "kafka_partition = 0", "t", None, Cut())
-    assert a.startswith("orders-archive-") and len(a) == len("orders-archive-") + 12
-    others = {default_name(c, "kafka_partition = 1", "t", None, Cut()), default_name(c, "kafka_partition = 0", "u", None, Cut()),
-              default_name(c, "kafka_partition = 0", "t", None, Cut(from_offset=5)),
-              default_name(c, "kafka_partition = 0", None, ("(.*)", "t"), Cut())}
-    assert a not in others and len(others) == 4
+def _obj(key: str, first: int, last: int, partition: int = 0):
+    from lakesink.executor.readback import ArchivedObject
+
+    return ArchivedObject.from_row({"topic": "orders", "kafka_partition": partition, "object_key": key, "etag": "e",
+                                    "version_id": None, "first_offset": first, "last_offset": last,
+                                    "record_count": last - first + 1, "size_bytes": 1, "side_files": []})
+
+
+def test_unselected_spans_are_the_objects_a_where_left_out():
+    every = [_obj("a", 0, 9), _obj("b", 10, 19), _obj("c", 20, 29), _obj("d", 0, 4, partition=1)]
+    assert unselected_spans(every, every) == {}
+    assert unselected_spans(every, [every[1]]) == {("orders", 0): [(0, 9), (20, 29)], ("orders", 1): [(0, 4)]}
+
+
+def test_overlap_refusal_names_the_earlier_restore_and_the_offsets():
+    objs = [_obj("a", 0, 9), _obj("b", 10, 19)]
+    part = PartitionRestore("orders", 0, "copy", 0, 2, 20, 2)
+    clean = Coverage({("orders", 0): SourceCoverage([(0, 19, None, None)], [])})
+    # what the own group recorded exactly is skipped by the workers, not refused
+    assert overlap_refusal(part, objs, Cut(), clean, {}, "lakesink-restore") is None
+    partial = Coverage({("orders", 0): SourceCoverage([], [(5, 12)])})
+    why = overlap_refusal(part, objs, Cut(), partial, {}, "lakesink-restore")
+    assert "offsets 5-12 of orders-0 may already be in copy-0" in why and "--again" in why
+    # outside the selection's offsets (cut at 13..): no conflict
+    assert overlap_refusal(part, objs, Cut(from_offset=13), partial, {}, "lakesink-restore") is None
+    # another group's progress, exact or not, refuses and names it
+    why = overlap_refusal(part, objs, Cut(), Coverage(), {"lakesink-restore-nightly": clean}, "lakesink-restore")
+    assert "by the restore recorded in group 'lakesink-restore-nightly'" in why
+    # another source partition's progress in the same destination is no conflict
+    other = Coverage({("payments", 0): SourceCoverage([(0, 99, None, None)], [(0, 99)])})
+    assert overlap_refusal(part, objs, Cut(), other, {"g": other}, "lakesink-restore") is None
+
+
+def test_a_fenced_task_is_a_fenced_restore_exit_4():
+    from lakesink.errors import EXIT_FENCED, RestoreError, RestoreFencedError
+
+    e = run_failure("RestoreFencedError: restore into copy-0: commit: fenced by a newer producer", None)
+    assert isinstance(e, RestoreFencedError) and e.exit_code == EXIT_FENCED == 4
+    assert str(e).startswith("restore stopped: restore into copy-0: commit: fenced by a newer producer")
+    other = run_failure("RestoreProduceError: copy-0: 3 record(s) not delivered", "nightly")
+    assert type(other) is RestoreError and other.exit_code == 1 and "--name nightly" in str(other)
 
 
 def test_parse_time():

@@ -1,6 +1,6 @@
 """The restore's pure parts: names derived from the restore, and the dry-run summary from manifest rows alone."""
 from lakesink.executor.readback import ArchivedObject, Cut
-from lakesink.executor.restore import RestoreSummary, dry_run, progress_group, progress_metadata, transactional_id
+from lakesink.executor.restore import RestoreSummary, dry_run, progress_group, transactional_id
 
 
 def obj(first: int, last: int, count: int, tmin: int = 0, tmax: int = 0, size: int = 100) -> ArchivedObject:
@@ -16,9 +16,13 @@ OBJECTS = [obj(0, 9, 10, 1000, 1900), obj(10, 24, 10, 2000, 2900), obj(25, 34, 1
 
 
 def test_names():
+    # one group per destination cluster by default: every restore sees what earlier ones produced
+    assert progress_group() == progress_group(None) == "lakesink-restore"
     assert progress_group("nightly") == "lakesink-restore-nightly"
     assert transactional_id("nightly", "orders", 3) == "lakesink-restore-nightly-orders-3"
-    assert progress_metadata("src", 2) == "lakesink-restore source=src-2"
+    # keyed by the destination alone, and unable to collide with a named restore's id (':' is not in topic names)
+    assert transactional_id(None, "orders", 3) == "lakesink-restore:orders:3"
+    assert transactional_id(None, "nightly-orders", 3) != transactional_id("nightly", "orders", 3)
 
 
 def test_dry_run_whole_archive():
