@@ -18,7 +18,9 @@ lakesink's own keys:
 key                            default      meaning
 ============================== ============ ===========================================================
 ``name``                       (required)   job name; taken from a Connect JSON's top-level ``name``
-``manifest.location``          (required)   Delta manifest: ``s3a://…`` / file path / ``db.table``
+``manifest.location``          (required)   Delta manifest: ``s3a://…`` / file path / ``db.table`` (one rule,
+                                            :mod:`lakesink.manifest.location`; a relative path is made
+                                            absolute against the current directory at load)
 ``kafka.bootstrap.servers``    (required)   Kafka brokers
 ``kafka.*``                                 passed through (prefix stripped) to Spark's Kafka source /
                                             confluent-kafka, e.g. ``kafka.security.protocol``; names that
@@ -52,15 +54,20 @@ key                            default      meaning
 ============================== ============ ===========================================================
 
 Kafka Connect framework keys (``connector.class``, ``tasks.max``, ``key.converter*``,
-``value.converter*``, ``header.converter*``, ``errors.*``, ``transforms*``, ``predicates*``,
-``consumer.override.*``, ``producer.override.*``, ``admin.override.*``) and Confluent S3 sink keys
-lakesink does not implement are accepted and listed in :attr:`SinkConfig.ignored_keys` with a
-reason. Secrets (``aws.*`` credentials, ``*password*``, ``*secret*``, ``*jaas*``, user info in
+``value.converter*``, ``header.converter*``, ``errors.*``, ``transforms*``, ``predicates*``) and Confluent S3
+sink keys lakesink does not implement are accepted and listed in :attr:`SinkConfig.ignored_keys` with a
+reason. Connect client overrides (``consumer.override.*``, ``producer.override.*``, ``admin.override.*``) are
+applied as ``kafka.*`` or listed as ignored one by one; a security setting (``security.protocol``, ``sasl.*``,
+``ssl.*``) is always applied or refused, never ignored (:mod:`lakesink.config.overrides`). A layout that puts
+archive objects inside the manifest or metrics table's directory is refused (:mod:`lakesink.config.layout`).
+Secrets (``aws.*`` credentials, ``*password*``, ``*secret*``, ``*jaas*``, user info in
 URLs…) never appear in ``repr``, errors or :meth:`SinkConfig.as_dict` (``redact=True``).
 
 Modules: :mod:`~lakesink.config.parse` (reading sources), :mod:`~lakesink.config.keys` (the key table,
 ignored keys, secrets), :mod:`~lakesink.config.model` (:class:`SinkConfig`, :class:`Secret`),
-:mod:`~lakesink.config.validate` (one validator per section), :mod:`~lakesink.config.schema_registry`
+:mod:`~lakesink.config.validate` (one validator per section), :mod:`~lakesink.config.overrides` (Connect client
+overrides), :mod:`~lakesink.config.layout` (table locations, objects outside the tables),
+:mod:`~lakesink.config.schema_registry`
 (the registry keys, :class:`~lakesink.config.schema_registry.RegistryConfig`). Components are built from a config by
 :mod:`lakesink.wiring` only.
 """

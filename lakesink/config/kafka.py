@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-__all__ = ["DEFAULT_ISOLATION_LEVEL", "READER_OWNED", "CONSUMER_ONLY", "librdkafka_options", "check_kafka_options"]
+__all__ = ["DEFAULT_ISOLATION_LEVEL", "READER_OWNED", "CONSUMER_ONLY", "librdkafka_options", "check_kafka_options",
+           "refusal"]
 
 #: ``kafka.isolation.level`` when unset, for both readers and the admin client's offset snapshot
 DEFAULT_ISOLATION_LEVEL = "read_committed"
@@ -32,6 +33,7 @@ CONSUMER_ONLY = ("isolation.level", "enable.partition.eof", "auto.offset.reset",
                  "fetch.max.bytes", "fetch.message.max.bytes", "fetch.error.backoff.ms", "max.partition.fetch.bytes")
 
 _RENAMED = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _NOT_IN_LIBRDKAFKA = {
     "ssl.truststore.location": "librdkafka reads no Java trust store: convert it to PEM and set "
@@ -102,6 +104,9 @@ def librdkafka_options(options: Mapping[str, str]) -> tuple[dict[str, str], list
             problems.append((f"kafka.{key}", "is a JKS key store, which librdkafka cannot read: use a PKCS#12 "
                                              "file here, or PEM kafka.ssl.certificate.location + "
                                              "kafka.ssl.key.location"))
+        elif key == "security.protocol" and value.upper() not in _PROTOCOLS:
+            # not asked of librdkafka (the probe leaves it out so nothing connects): checked here
+            problems.append((f"kafka.{key}", "must be one of " + ", ".join(_PROTOCOLS)))
         elif key in ("isolation.level",) and value not in ("read_committed", "read_uncommitted"):
             problems.append((f"kafka.{key}", "must be read_committed or read_uncommitted"))
         else:
@@ -144,3 +149,16 @@ def check_kafka_options(options: Mapping[str, str], secret=lambda key: False) ->
             else reverse.get(key, key)
         problems.append((f"kafka.{name}", f"librdkafka refuses it: {msg}"))
     return conf, problems
+
+
+def refusal(key: str, value: str) -> str | None:
+    """Why lakesink's Kafka clients cannot take ``kafka.<key>=<value>`` on its own (the message a ``kafka.*`` key
+    would get), or None when they can. Nothing connects (see :func:`check_kafka_options`)."""
+    conf, problems = librdkafka_options({key: str(value)})
+    if problems:
+        return problems[0][1]
+    if key != "isolation.level":
+        conf.pop("isolation.level", None)  # librdkafka_options' default, not the key asked about
+    probe = {k: v for k, v in conf.items() if k not in ("bootstrap.servers", "security.protocol")}
+    msg = _librdkafka_refuses({**probe, "log_level": "0"}) if probe else None
+    return f"librdkafka refuses it: {msg}" if msg else None

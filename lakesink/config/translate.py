@@ -235,12 +235,37 @@ def translate(connector: Connector, raw: Mapping[str, object], known_keys: froze
     for side in ("keys", "headers"):  # side files in the value's text format (Confluent's default is Avro)
         if cfg.get(f"store.kafka.{side}") == "true" and cfg.get("format.class") in ("json", "bytearray"):
             cfg.setdefault(f"{side}.format.class", "json")
+    mapping = explain(connector, raw) + _overrides(raw, cfg)
     cfg.setdefault("name", str(raw.get("name") or "lakesink-archive"))
     cfg.setdefault("flush.size", "1000")
     if "s3.bucket.name" in cfg:
         cfg.setdefault("manifest.location", f"s3a://{cfg['s3.bucket.name']}/_lakesink/manifest")
     cfg.pop("connector.class", None)
-    return Translation(connector, cfg, explain(connector, raw), kept)
+    return Translation(connector, cfg, mapping, kept)
+
+
+def _overrides(raw: Mapping[str, object], cfg: dict[str, str]) -> list[tuple[str, str, str]]:
+    """Connect client overrides (``consumer.override.*`` …) in ``raw`` by the rule ``lakesink check`` applies
+    (:mod:`lakesink.config.overrides`): applied ones become ``kafka.*`` keys of ``cfg``, a conflicting one is
+    kept as it is (``lakesink check`` then names the conflict), ignored ones are only explained."""
+    from lakesink.config.overrides import apply_overrides, is_override
+
+    given = {k: v for k, v in raw.items() if is_override(k)}
+    if not given:
+        return []
+    kafka = {k[len("kafka."):]: v for k, v in cfg.items() if k.startswith("kafka.")}
+    result = apply_overrides(given, kafka)
+    out = []
+    for name, value in result.kafka.items():
+        cfg[f"kafka.{name}"] = value
+    for key in result.applied:
+        out.append((key, f"kafka.{key.split('.override.', 1)[1]}", "Connect client override: lakesink's Kafka "
+                                                                    "clients share the kafka.* settings"))
+    for key, _value, msg in result.problems:
+        cfg[key] = str(given[key])
+        out.append((key, key, f"kept as it is: {msg}"))
+    out += [(key, "-", why) for key, why in result.ignored]
+    return out
 
 
 def to_properties(cfg: Mapping[str, str], header: list[str] = ()) -> str:

@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 from lakesink import registry
 from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, ignored_reason, shown
+from lakesink.config.layout import check_layout, check_locations, manifest_engine
+from lakesink.config.overrides import apply_overrides, is_override
 from lakesink.config.model import Secret, SinkConfig
 from lakesink.config.parse import as_str, flatten, read_source, unescape_java, unwrap
 from lakesink.config.schema_registry import check_registry, lift_converter_keys
@@ -60,6 +62,7 @@ class ParsedKeys:
     kafka: dict[str, str]
     registry: dict[str, str]
     ignored: list[tuple[str, str]]
+    overrides: dict[str, Any] | None = None  # Connect client overrides (lakesink.config.overrides)
 
 
 # ----------------------------------------------------------------------------- keys
@@ -71,6 +74,7 @@ def read_keys(flat: Mapping[str, Any], problem: Problems) -> ParsedKeys:
     kafka: dict[str, str] = {}
     reg: dict[str, str] = {}
     ignored: list[tuple[str, str]] = []
+    overrides: dict[str, Any] = {}
     for key, value in flat.items():
         key = str(key).strip()
         if key in BY_NAME:
@@ -98,6 +102,8 @@ def read_keys(flat: Mapping[str, Any], problem: Problems) -> ParsedKeys:
                 reg[key[16:]] = as_str(value)
             except BadValue as e:
                 problem(key, value, str(e))
+        elif is_override(key):  # applied as kafka.* or ignored with a reason: lakesink.config.overrides
+            overrides[key] = value
         elif (reason := ignored_reason(key)) is not None:
             ignored.append((key, reason))
             if reason.startswith("Confluent S3 sink key"):
@@ -120,7 +126,7 @@ def read_keys(flat: Mapping[str, Any], problem: Problems) -> ParsedKeys:
             if spec.required and spec.name not in problem.bad_keys:
                 problem(spec.name, None, "is required")
             vals[spec.attr] = spec.default
-    return ParsedKeys(vals, kafka, reg, ignored)
+    return ParsedKeys(vals, kafka, reg, ignored, overrides)
 
 
 # ----------------------------------------------------------------------------- sections
@@ -136,10 +142,11 @@ def check_name(vals: dict[str, Any], job_name: str | None, problem: Problems) ->
     return name
 
 
-def check_kafka(kafka: dict[str, str], problem: Problems) -> str:
+def check_kafka(kafka: dict[str, str], problem: Problems, sources: dict[str, str] | None = None) -> str:
     """``kafka.bootstrap.servers``; every ``kafka.*`` key must mean the same to librdkafka (admin client,
     direct reader) as to Spark's Java consumer (see :mod:`lakesink.config.kafka`). ``isolation.level``
-    defaults to read_committed wherever it is used (``kafka_options`` holds only what the config says)."""
+    defaults to read_committed wherever it is used (``kafka_options`` holds only what the config says).
+    ``sources``: setting → the Connect override key it came from, named in its problems instead of kafka.*."""
     from lakesink.config.kafka import check_kafka_options
     from lakesink.config.keys import is_secret
 
@@ -148,7 +155,7 @@ def check_kafka(kafka: dict[str, str], problem: Problems) -> str:
         problem("kafka.bootstrap.servers", None, "is required (Kafka brokers, host:port[,host:port])")
     _conf, problems = check_kafka_options(kafka, secret=is_secret)
     for key, msg in problems:
-        problem(key, kafka.get(key[6:]), msg)
+        problem((sources or {}).get(key[6:], key), kafka.get(key[6:]), msg)
     return bootstrap
 
 
@@ -432,19 +439,6 @@ def credentials_source(vals: dict[str, Any], problem: Problems) -> str:
         return "default"
 
 
-def manifest_engine(engine: str, location: str | None, problem: Problems) -> str:
-    """``auto`` resolved: delta-rs for a path table (``s3a://``, ``s3://``, a local path), Spark for a catalog
-    table name (delta-rs cannot reach a metastore)."""
-    engine = engine.lower()
-    is_path = bool(location) and ("/" in location or ":" in location)
-    if engine == "delta-rs" and location and not is_path:
-        problem("manifest.engine", engine, f"needs a path manifest.location (s3a://..., /...), not the catalog "
-                f"table {location!r}; use manifest.engine=spark")
-    if engine == "auto":
-        return "delta-rs" if is_path or not location else "spark"
-    return engine
-
-
 def check_transforms(vals: dict[str, Any], problem: Problems) -> None:
     """``transforms.sql`` is planned by DuckDB on an empty batch (a syntax error or unknown column is a config
     problem, not a failed batch); ``transforms.python`` must import."""
@@ -502,7 +496,14 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
     vals = keys.vals
 
     name = check_name(vals, job_name, problem)
-    bootstrap = check_kafka(keys.kafka, problem)
+    overrides = apply_overrides(keys.overrides or {}, keys.kafka)  # Connect client overrides: kafka.* or ignored
+    for key, value, msg in overrides.problems:
+        problem(key, value, msg)
+    for warning in overrides.warnings():
+        problem.warn(warning)
+    keys.ignored.extend(overrides.ignored)
+    kafka = {**keys.kafka, **overrides.kafka}
+    bootstrap = check_kafka(kafka, problem, {k: src for k, src in overrides.sources.items() if k not in keys.kafka})
     topics, regex = check_topics(vals, problem)
     ddelim, fdelim, tdir = check_naming(vals, problem)
     fmt, kfmt, hfmt, separator, bext = check_formats(vals, problem)
@@ -517,6 +518,9 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
 
     check_transforms(vals, problem)
     check_dead_letters(vals, topics, regex, problem)
+    manifest, metrics = check_locations(vals, problem)  # one path-or-catalog rule; relative paths resolved here
+    engine = manifest_engine(vals["manifest_engine"], manifest, problem)
+    check_layout(vals, topics, regex, ddelim, manifest, metrics, problem)
     if problem.problems:
         raise ConfigError(problem.problems, source)
 
@@ -543,8 +547,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         s3_credentials_source=vals["s3_credentials_source"], s3_credentials_uc_name=vals["s3_credentials_uc_name"],
         aws_session_token=vals["aws_session_token"],
         s3_schema_partition_affix_type=affix, manifest_location=vals["manifest_location"],
-        manifest_engine=manifest_engine(vals["manifest_engine"], vals["manifest_location"], problem),
-        kafka_bootstrap_servers=bootstrap, kafka_options=keys.kafka,
+        manifest_engine=engine, kafka_bootstrap_servers=bootstrap, kafka_options=kafka,
         kafka_starting_offsets=vals["kafka_starting_offsets"].lower(),
         kafka_reader=vals["kafka_reader"].lower(), kafka_retry_deadline_ms=vals["kafka_retry_deadline_ms"],
         value_decoder=value_decoder, key_decoder=key_decoder,

@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 from lakesink.errors import FencedError, ManifestError
+from lakesink.manifest.location import parse_location
 from lakesink.manifest.rows import COLUMNS, ManifestRow
 from lakesink.manifest.table import ManifestSnapshot, PartitionState, commit_tag
 
@@ -44,14 +45,9 @@ TRANSIENT = re.compile(r"connection reset|connection closed|broken pipe|timed ou
 
 
 def table_uri(location: str) -> str:
-    """The delta-rs URI of a path location: ``s3a://`` → ``s3://``, ``file:/x`` → ``/x``."""
-    if location.startswith("s3a://") or location.startswith("s3n://"):
-        return "s3://" + location.split("://", 1)[1]
-    if location.startswith("file://"):
-        return location[len("file://"):] or "/"
-    if location.startswith("file:"):
-        return location[len("file:"):]
-    return location
+    """The delta-rs URI of a path location: ``s3a://`` → ``s3://``, ``file:/x`` → ``/x`` (the one rule:
+    :func:`lakesink.manifest.location.parse_location`)."""
+    return parse_location(location).uri
 
 
 def arrow_schema(comments: bool = False) -> "pa.Schema":

@@ -2,8 +2,9 @@
 
 The table is ``metrics.location``, by default the manifest's location with ``_metrics`` appended
 (``s3a://bkt/_lakesink/manifest`` → ``s3a://bkt/_lakesink/manifest_metrics``; a catalog manifest
-``db.manifest`` → ``db.manifest_metrics``); ``metrics.location=none`` turns it off. A path table is written
-with delta-rs like the manifest itself (no JVM), a catalog table with Spark. The rows carry the numbers
+``db.manifest`` → ``db.manifest_metrics``; a path manifest's is a path table, a catalog manifest's a catalog
+table, by :mod:`lakesink.manifest.location`'s one rule); ``metrics.location=none`` turns it off. A path table is
+written with delta-rs like the manifest itself (no JVM), a catalog table with Spark. The rows carry the numbers
 the batch line prints (records, bytes, objects, partitions, phase seconds); they are observability, not part
 of the offset proof: a failed metrics write is a warning and never fails the batch (its manifest commit has
 already happened). ``lakesink sql`` registers the table as the view ``metrics``.
@@ -78,10 +79,12 @@ def metrics_ddl() -> str:
 
 def metrics_location(cfg: "SinkConfig") -> str | None:
     """Where the job's metrics go (None: turned off)."""
+    from lakesink.manifest.location import parse_location
+
     loc = getattr(cfg, "metrics_location", None)
     if loc:
-        return None if loc.strip().lower() in DISABLED else loc.strip()
-    return cfg.manifest_location.rstrip("/") + "_metrics"
+        return None if loc.strip().lower() in DISABLED else parse_location(loc).text
+    return parse_location(cfg.manifest_location).with_suffix("_metrics").text
 
 
 def metrics_row(job: str, result: Any, now: dt.datetime | None = None) -> MetricsRow:
@@ -109,11 +112,13 @@ class MetricsTable:
     """The metrics table of a config: appended to after each batch, read by ``lakesink sql``."""
 
     def __init__(self, location: str, s3: Any = None, spark: Any = None):
-        from lakesink.manifest.deltars import RETRY_OPTIONS, table_uri
+        from lakesink.manifest.deltars import RETRY_OPTIONS
+        from lakesink.manifest.location import parse_location
 
-        self.location = location
-        self.is_path = "://" in location or location.startswith("/") or location.startswith("file:")
-        self.uri = table_uri(location)
+        table = parse_location(location)  # the same path-or-catalog rule as the manifest's
+        self.location = table.text
+        self.is_path = table.is_path
+        self.uri = table.uri
         self.storage_options = {**RETRY_OPTIONS, **s3.object_store_options()} if s3 is not None else {}
         self._spark = spark
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterable
 
 
 from lakesink.errors import FencedError, ManifestError
+from lakesink.manifest.location import parse_location
 from lakesink.manifest.rows import COLUMNS, ManifestRow
 
 log = logging.getLogger("lakesink.manifest")
@@ -37,11 +38,11 @@ def ddl(location: str) -> str:
 
 
 def _is_path(location: str) -> bool:
-    return "/" in location or ":" in location
+    return parse_location(location).is_path  # the one path-or-catalog rule (lakesink.manifest.location)
 
 
 def _sql_target(location: str) -> str:
-    return f"delta.`{location}`" if _is_path(location) else location
+    return parse_location(location).sql_target
 
 
 @dataclass(frozen=True)
