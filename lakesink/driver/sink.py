@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from lakesink import wiring
 from lakesink.errors import (BatchFailedError, BatchValidationError, DataLossError, FencedError, KeyConflictError,
-                             InvalidArgumentError, LakesinkError, ResumeGuardError)
+                             InvalidArgumentError, LakesinkError, ResumeGuardError, UploadMissingError)
 from lakesink.driver.kafka_admin import isolation_level
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
@@ -83,13 +83,33 @@ class BatchResult:
     records_read: int = 0  # Kafka records read (records counts those archived: transforms may drop or add)
     metrics_warning: str | None = None  # the metrics table could not be written (lakesink.manifest.metrics)
     dead_lettered: int = 0  # records sent to the dead-letter topic (errors.tolerance=all)
+    #: This job object's attempt number (1, 2, ...): a batch id is only taken by a commit, so while nothing
+    #: commits the same id comes back, and what did not commit is told by its poll number instead
+    poll: int = 0
+
+    @property
+    def committed(self) -> bool:
+        """Whether this batch committed rows to the manifest (else its batch id is still the next one)."""
+        return self.committed_rows > 0
 
     def summary(self) -> str:
+        """One line: ``batch N: ...`` for a committed batch; ``poll P: ...`` saying why nothing was committed."""
+        times = f"({', '.join(f'{k} {v:.2f}s' for k, v in self.seconds.items())})"
         retries = f", {self.s3_retries} S3 retries" if self.s3_retries else ""
+        if not self.committed:
+            return f"{f'poll {self.poll}' if self.poll else 'poll'}: {self.uncommitted_words()}{retries} {times}"
         dead = f", {self.dead_lettered} dead letters" if self.dead_lettered else ""
         return (f"batch {self.batch_id}: {self.objects} objects, {self.records} records, {self.bytes} bytes, "
-                f"{self.committed_rows} manifest rows{retries}{dead} "
-                f"({', '.join(f'{k} {v:.2f}s' for k, v in self.seconds.items())})")
+                f"{self.committed_rows} manifest rows{retries}{dead} {times}")
+
+    def uncommitted_words(self) -> str:
+        """Why a batch that committed nothing did not: nothing new, or records read into files still open."""
+        if not self.partitions:
+            return "nothing new to archive, nothing committed"
+        if self.records_read:  # read, but every file stayed below flush.size (or its rotation): aborted, re-read
+            return (f"{self.records_read} records read, nothing committed: their files are not closed yet "
+                    f"(flush.size or a rotation closes them; the next poll reads them again)")
+        return "nothing committed"
 
 
 # ---------------------------------------------------------------- driver side
@@ -133,6 +153,7 @@ class SinkJob:
         #: End offsets a --once --flush-tail run archives up to (set after its first batch; None: no cap)
         self._targets: dict[tuple[str, int], int] | None = None
         self._seen_latest: dict[tuple[str, int], int] = {}
+        self._polls = 0  # run_batch calls so far (BatchResult.poll)
         self.manifest.ensure()
 
     @property
@@ -310,8 +331,9 @@ class SinkJob:
         from lakesink.executor.archiver import BatchContext
 
         t0 = time.monotonic()
+        self._polls += 1
         plans, skipped, ksnap, batch_id = self.plan()
-        result = BatchResult(batch_id, self.run_id, partitions=plans)
+        result = BatchResult(batch_id, self.run_id, partitions=plans, poll=self._polls)
         driver_retries = getattr(self.store, "retries", 0)
         result.seconds["plan"] = time.monotonic() - t0
         rows: list[ManifestRow] = list(skipped)
@@ -352,7 +374,7 @@ class SinkJob:
             rows += self._resolve_pending(produced)
         self._validate(plans, rows)
         self.hooks.driver("before_commit")
-        self._verify_uploads(rows)
+        self.verify_uploads(rows, batch_id)
         t2 = time.monotonic()
         if rows:
             self.hooks.driver("during_commit")
@@ -425,11 +447,14 @@ class SinkJob:
             rows.append(row)
         return rows
 
-    def _verify_uploads(self, rows: list[ManifestRow]) -> None:
-        """Every object about to be committed still holds the bytes this run uploaded.
+    def verify_uploads(self, rows: list[ManifestRow], batch_id: int) -> None:
+        """Every object about to be committed as batch ``batch_id`` still holds the bytes this run uploaded.
 
-        Another run of the same batch may have taken our uploads for orphans and replaced them
-        between our upload and now; committing would then record ETags the store no longer has.
+        Another run of the same batch may have taken our uploads for orphans and replaced them between our
+        upload and now: a lost race, :class:`FencedError` (exit 4). An upload that is simply gone was deleted
+        (``lakesink vacuum --execute`` with a retention shorter than this batch, or another deleter):
+        :class:`UploadMissingError` (exit 5) -- unless the manifest shows that another run committed this batch
+        meanwhile (a race again). Committing would record objects the store no longer has.
         (A replacement in the milliseconds between this check and the Delta commit is still
         possible; readers verify ETags, so it fails loudly, and versioned buckets keep our version.)
         """
@@ -442,13 +467,35 @@ class SinkJob:
             expected.update((s.key, s.etag) for s in r.side_files or ())
         with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
             current = dict(zip(expected, pool.map(self.store.head, expected)))
+        job = self.cfg.name
         for key, etag in expected.items():
             info = current[key]
-            if info is None or info.etag != etag:
+            if info is not None and info.etag != etag:  # another object in its place: another run's
                 raise FencedError(
-                    f"{self.store.uri(key)} was replaced by another run of job {self.cfg.name!r} after this run "
-                    f"uploaded it (etag {etag} → {info.etag if info else 'deleted'}); this run "
-                    f"({self.run_id}) committed nothing")
+                    f"{self.store.uri(key)} was replaced by another run of job {job!r} after this run "
+                    f"uploaded it (etag {etag} → {info.etag}); this run ({self.run_id}) committed nothing")
+        missing = sorted(k for k, info in current.items() if info is None)
+        if not missing:
+            return
+        if self.committed_elsewhere(batch_id):
+            raise FencedError(
+                f"job {job!r} batch {batch_id} was committed by another run while this run ({self.run_id}) ran "
+                f"(and {self.store.uri(missing[0])}, which this run uploaded, is gone); this run committed nothing")
+        more = f" (and {len(missing) - 1} more of its {len(expected)} objects)" if len(missing) > 1 else ""
+        raise UploadMissingError(
+            f"{self.store.uri(missing[0])}{more}, uploaded by job {job!r} batch {batch_id} (run {self.run_id}), "
+            f"is gone before the commit: probably deleted by `lakesink vacuum --execute` with a --retention "
+            f"shorter than this batch takes (or by another deleter, e.g. a lifecycle rule); nothing was "
+            f"committed, and the next run archives its records again")
+
+    def committed_elsewhere(self, batch_id: int) -> bool:
+        """Whether the manifest now holds ``batch_id`` (or a later batch) of this job: another run committed it.
+        Unknown (the manifest unreadable) counts as no: the commit itself is fenced on the batch id anyway."""
+        try:
+            return self.manifest.snapshot(self.cfg.name).next_batch_id > batch_id
+        except LakesinkError as e:
+            log.warning("cannot tell whether batch %d was committed by another run: %s", batch_id, e)
+            return False
 
     def _validate(self, plans: list[PartitionPlan], rows: list[ManifestRow]) -> None:
         """Ranges chain from each start offset, without gap or overlap, inside [start, end)."""
