@@ -265,9 +265,22 @@ def run_batches(args: argparse.Namespace, output, job, startup: dict, interval: 
     finally:
         display.close()
     if stop.received:
-        output.warning(f"{stop.received} received: stopped after batch {batches[-1].batch_id} committed"
-                       if batches else f"{stop.received} received: stopped, no batch ran")
+        output.warning(stop_words(stop.received, batches))
     return SinkResult(batches=batches)
+
+
+def stop_words(signal_name: str, batches: list) -> str:
+    """The line a stopped run ends with: what this run committed, true also when its last batch (a poll that
+    found nothing to commit, :attr:`lakesink.driver.sink.BatchResult.committed`) committed nothing."""
+    said = f"{signal_name} received: stopped"
+    committed = [b for b in batches if b.committed]
+    if not committed:
+        return f"{said}{'' if batches else ' before the first batch'}; nothing committed in this run"
+    last = committed[-1]
+    records = f"{last.records} records"
+    if last is batches[-1]:
+        return f"{said} after batch {last.batch_id} committed ({records})"
+    return f"{said}; the last committed batch is {last.batch_id} ({records}); nothing committed after it"
 
 
 class StopSignals:

@@ -24,22 +24,39 @@ def test_continuous_mode_finishes_the_batch_and_exits_0_on_sigterm(spark, kafka,
     proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "sink", "--config", str(cfg_file),
                              "--continuous", "--interval", "1s", "--master", "local[1]"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
     try:
         first = proc.stdout.readline()  # printed after batch 0 committed
         assert first.startswith("batch 0:"), first + proc.stderr.read()[-2000:]
         produce(kafka, topic_name, [json.dumps({"i": i}).encode() for i in range(20, 30)])
         archived, deadline = 0, time.monotonic() + 180
         while archived < 10 and time.monotonic() < deadline:  # later batches archive the new records
-            line = proc.stdout.readline()
-            m = re.match(r"batch \d+: \d+ objects, (\d+) records", line)
+            lines.append(proc.stdout.readline())
+            m = re.match(r"batch \d+: \d+ objects, (\d+) records", lines[-1])
             archived += int(m.group(1)) if m else 0
         assert archived == 10
+        # then polls that find nothing: the last iteration before the signal commits nothing (issue 26 item 6b)
+        while lines[-1] and not lines[-1].startswith("poll ") and time.monotonic() < deadline:
+            lines.append(proc.stdout.readline())
+        assert re.fullmatch(r"poll \d+: nothing new to archive, nothing committed \(.*\)\n", lines[-1]), lines
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert rc == 0, proc.stderr.read()[-2000:]
+    err = proc.stderr.read()
+    assert rc == 0, err[-2000:]
+    lines += proc.stdout.read().splitlines(keepends=True)
+    # a batch id is printed once, by the batch that committed it; the polls count on without naming one
+    batches = [(int(m.group(1)), int(m.group(2))) for ln in [first, *lines]
+               if (m := re.match(r"batch (\d+): \d+ objects, (\d+) records", ln))]
+    assert [b for b, _ in batches] == list(range(len(batches))) and len(batches) >= 2, lines
+    polls = [int(m.group(1)) for ln in lines if (m := re.match(r"poll (\d+): ", ln))]
+    assert polls == sorted(set(polls)), lines
+    # the run's last word says what it committed: not "after batch N committed" for a poll that committed nothing
+    last, records = batches[-1]
+    assert err.strip().splitlines()[-1] == (f"lakesink: warning: SIGTERM received: stopped; the last committed "
+                                            f"batch is {last} ({records} records); nothing committed after it"), err
     cfg = load_config(cfg_file)
     check_chains(manifest_rows(spark, cfg), {(topic_name, 0): 30})
 
