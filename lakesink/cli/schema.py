@@ -48,17 +48,21 @@ def _spark(args: argparse.Namespace, cfg):
 
 def run_history(args: argparse.Namespace, output) -> SchemaHistoryResult:
     from lakesink.config import load_config
+    from lakesink.driver.preflight import check_stores
     from lakesink.driver.schema_check import schema_history
 
     cfg = load_config(args.config)
+    check_stores(cfg, writes=False)  # as sink: missing S3 credentials exit 3, an S3 endpoint that does not answer 5
     return SchemaHistoryResult(schema_history(cfg, args.topic, spark=_spark(args, cfg)))
 
 
 def run_check(args: argparse.Namespace, output) -> SchemaCheckResult:
     from lakesink.config import load_config
+    from lakesink.driver.preflight import check_stores
     from lakesink.driver.schema_check import schema_check
 
     cfg = load_config(args.config)
+    check_stores(cfg, writes=False)  # as sink: missing S3 credentials exit 3, an S3 endpoint that does not answer 5
     return SchemaCheckResult(schema_check(cfg, args.schema, subject=args.subject, topic=args.topic, mode=args.mode,
                                           spark=_spark(args, cfg), use_registry=not args.no_registry,
                                           allow_empty=args.allow_empty))

@@ -117,6 +117,16 @@ def check_bucket(client, endpoint: str | None, bucket: str, what: str, backoff_m
                          f"{bucket!r}): {e}") from None
 
 
+def check_credentials(cfg: "SinkConfig") -> None:
+    """Only the credentials half of :func:`check_stores`, with no request: :class:`S3CredentialsError` (exit 3)
+    when an S3 store's credentials cannot be found, nothing for a local store. For commands that read the
+    manifest (delta-rs, Spark) before their first boto3 call, whose own error would otherwise be the first."""
+    from lakesink import wiring
+
+    if not wiring.store_settings(cfg).is_local:
+        _s3_client(cfg, TIMEOUT_S)
+
+
 def check_local_dir(path: str, what: str) -> None:
     """A local store root or manifest path: it, or its nearest existing ancestor, must be a writable directory."""
     p = os.path.abspath(path)
@@ -167,4 +177,5 @@ def preflight(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
     check_broker(cfg, timeout_s)
 
 
-__all__ = ["preflight", "check_broker", "check_stores", "check_bucket", "check_local_dir", "TIMEOUT_S"]
+__all__ = ["preflight", "check_broker", "check_stores", "check_bucket", "check_local_dir", "check_credentials",
+           "TIMEOUT_S"]

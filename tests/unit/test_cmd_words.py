@@ -76,7 +76,8 @@ def assert_says_where_it_looked(line: str) -> None:
         assert where in line, (where, line)
 
 
-@pytest.mark.parametrize("command", [["vacuum"], ["status"]])
+@pytest.mark.parametrize("command", [["vacuum"], ["status"], ["schema", "history"],
+                                     ["schema", "check", "--schema", "candidate.avsc"]])
 def test_missing_credentials_are_one_line_exit_3_naming_where_lakesink_looked(tmp_path, capsys, no_aws_credentials,
                                                                             command):
     url = f"http://127.0.0.1:{closed_port()}"
@@ -94,6 +95,16 @@ def test_sink_preflight_says_missing_credentials_with_exit_3(tmp_path, no_aws_cr
         preflight.preflight(cfg, timeout_s=2.0)
     assert e.value.exit_code == EXIT_CONFIG
     assert_says_where_it_looked(str(e.value))
+
+
+def test_check_credentials_asks_no_endpoint(tmp_path, no_aws_credentials):
+    """The request-free half, for commands that read the manifest before their first boto3 call (restore)."""
+    cfg = load_config(s3_job(tmp_path, f"http://127.0.0.1:{closed_port()}"))
+    with pytest.raises(S3CredentialsError) as e:
+        preflight.check_credentials(cfg)
+    assert_says_where_it_looked(str(e.value))
+    preflight.check_credentials(load_config(s3_job(tmp_path, f"file://{tmp_path}/store",
+                                                   **{"manifest.location": str(tmp_path / "m")})))  # local: nothing
 
 
 def test_a_store_call_without_credentials_fails_at_once_with_the_same_words(tmp_path, no_aws_credentials):
