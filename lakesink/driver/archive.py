@@ -13,7 +13,6 @@ notebooks. Every failure is a :class:`lakesink.errors.ArchiveReadError` or the s
 from __future__ import annotations
 
 import re
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from lakesink import wiring
@@ -78,33 +77,36 @@ def query_error_line(e: BaseException) -> str:
 
 
 def select_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, where: str | None = None) -> list[ArchivedObject]:
-    """The committed objects of job ``cfg.name`` that ``where`` (a Spark SQL predicate over the manifest's
-    columns) selects, in (topic, partition, first offset) order. Only rows of kind ``object`` are ever returned.
+    """The committed objects of job ``cfg.name`` that ``where`` (one boolean Spark SQL expression over the
+    manifest's columns) selects, in (topic, partition, first offset) order. Only rows of kind ``object`` of the
+    config's job are ever returned: the predicate is applied as ``(job = <cfg.name> AND kind = 'object') AND
+    (<where>)`` to a frame already filtered by job and kind, so no predicate can widen it (``job = 'other'``
+    selects nothing).
 
-    Raises ArchiveQueryError (one line) for a predicate that does not parse or names unknown columns."""
+    Raises ArchiveQueryError (one line, exit 2 in the CLI) for a predicate that is not one expression (a
+    subquery, set operation, ``;`` or table reference: :func:`lakesink.manifest.queries.where_predicate`), does
+    not parse, or names unknown columns."""
     from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql import functions as F
 
-    df = manifest_frame(spark, manifest).where((F.col("kind") == "object") & (F.col("job") == cfg.name))
-    if where is not None and where.strip():
-        # a WHERE clause of a SQL query, not an expression (F.expr would take "x = 1 AND" as "x = 1" aliased AND)
-        view = f"lakesink_manifest_{uuid.uuid4().hex}"
-        df.createOrReplaceTempView(view)
-        try:
-            df = spark.sql(f"SELECT * FROM {view} WHERE {where}")
-            df.schema  # analysis is lazy on Spark Connect: force it here, not mid-run
-        except (ParseException, AnalysisException) as e:
-            raise ArchiveQueryError(f"--where {where!r}: {query_error_line(e)}") from None
+    from lakesink.manifest.queries import where_predicate
+
+    # checked before the manifest is read: a refused predicate touches nothing
+    predicate = where_predicate(where) if where is not None and where.strip() else None
+    df = manifest_frame(spark, manifest).where((F.col("job") == cfg.name) & (F.col("kind") == "object"))
     cols = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
             "record_count", "side_files", "format", "compression", "size_bytes", "schema_id", "min_timestamp",
             "max_timestamp", "kind")
     try:
-        rows = df.select(*cols).collect()
+        if predicate is not None:
+            # a filter of its own on the scoped frame (never SQL text around the predicate); the text is the
+            # checked expression as sqlglot rendered it, so Spark parses nothing the check did not see
+            df = df.where(F.expr(predicate))
+        df = df.select(*cols)
+        df.schema  # analysis is lazy on Spark Connect: force it here, not mid-run
+        rows = df.collect()
     except (ParseException, AnalysisException) as e:
         raise ArchiveQueryError(f"--where {where!r}: {query_error_line(e)}") from None
-    finally:
-        if where is not None and where.strip():
-            spark.catalog.dropTempView(view)
     return list(iter_objects(rows))
 
 
@@ -162,9 +164,10 @@ def read_archive(spark: "SparkSession", config_or_manifest: Any, where: str | No
     (array<struct<key:string, value:binary>>); the bytes follow :func:`read_records`' rules per format.
 
     ``config_or_manifest``: the job's config (SinkConfig, dict or file path; its manifest is read), or a
-    manifest object with ``config=``. ``where``: a Spark SQL predicate over the manifest's columns, e.g.
-    ``"topic = 'orders' AND max_timestamp >= '2026-11-01'"``; only rows of kind ``object`` of the config's job
-    are read. ``cut``: offsets / timestamps inside the objects (a :class:`Cut`).
+    manifest object with ``config=``. ``where``: one boolean Spark SQL expression over the manifest's columns,
+    e.g. ``"topic = 'orders' AND max_timestamp >= '2026-11-01'"`` (no subquery, set operation or table
+    reference: :func:`select_objects`); only rows of kind ``object`` of the config's job are read, whatever it
+    says. ``cut``: offsets / timestamps inside the objects (a :class:`Cut`).
 
     The objects are chosen now (one manifest version); their records are read lazily, on the executors,
     each object by one Spark task, each verified against the ETag and record count its row recorded. Objects

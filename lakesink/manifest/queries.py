@@ -3,6 +3,9 @@ over :class:`~lakesink.manifest.rows.ManifestRow` objects (or dicts, e.g. Spark 
 
 :func:`schema_history`: per topic and value schema (subject, version, id, fingerprint), the offsets and record
 timestamps its objects cover and how many objects carry it (issue #11 item 4).
+
+:func:`where_predicate`: a ``--where`` predicate checked to be one boolean expression over the manifest's columns (no
+subquery, set operation, second statement or table reference), as the Spark SQL text to filter with (issue #26).
 """
 from __future__ import annotations
 
@@ -10,12 +13,14 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from lakesink.errors import ArchiveQueryError
 from lakesink.manifest.rows import OBJECT
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["HISTORY_COLUMNS", "SchemaHistoryEntry", "schema_history", "row_dicts", "naive_utc"]
+__all__ = ["HISTORY_COLUMNS", "SchemaHistoryEntry", "schema_history", "row_dicts", "naive_utc", "where_predicate",
+           "PREDICATE_HINT"]
 
 #: The manifest columns :func:`schema_history` reads (pass them to ``DeltaRsManifest.arrow``).
 HISTORY_COLUMNS = ["topic", "kafka_partition", "kind", "first_offset", "last_offset", "record_count", "object_key",
@@ -100,3 +105,67 @@ def schema_history(rows: "pa.Table | Iterable[Any]", topic: str | None = None) -
     return sorted(groups.values(), key=lambda e: (
         e.topic, e.version is None, e.version or 0, e.min_timestamp is None, e.min_timestamp or epoch,
         e.first_offset if e.first_offset is not None else -1))
+
+
+#: Said after every refused ``--where``: what a predicate is.
+PREDICATE_HINT = "the predicate is a boolean expression over the manifest's columns"
+
+
+def _refusal(node: Any) -> str | None:
+    """What ``node`` of a parsed predicate is, if it is something a predicate must not hold."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.SetOperation):
+        return f"a set operation ({type(node).__name__.upper()}) is not allowed"
+    if isinstance(node, exp.Table | exp.From | exp.Join):
+        return "a table reference is not allowed"
+    if isinstance(node, exp.Query | exp.DerivedTable | exp.With | exp.Selectable):
+        return "a subquery is not allowed"
+    return None
+
+
+def where_predicate(where: str, label: str = "--where") -> str:
+    """``where`` checked to be ONE boolean expression over the manifest's columns, as the Spark SQL text to
+    filter with: sqlglot's (dialect ``spark``) rendering of what it parsed, without comments, so Spark evaluates
+    exactly the expression checked here (a comment or a quoting trick cannot carry a clause past the check).
+
+    Raises ArchiveQueryError (one line, ``<label> '<where>': <why> (...)``) for a second statement (``;``), a
+    set operation, a subquery (scalar, ``IN``, ``EXISTS``), a table reference, or text that does not parse as
+    one expression (``[PARSE_SYNTAX_ERROR] ...``, the words Spark uses). Unknown columns and type errors are
+    left to Spark, which resolves the expression against the manifest."""
+    from sqlglot import exp, parse_one
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+    from sqlglot.tokens import TokenType
+
+    def refuse(why: str) -> ArchiveQueryError:
+        return ArchiveQueryError(f"{label} {where!r}: {why} ({PREDICATE_HINT})")
+
+    dialect = Spark()
+    try:
+        tokens = dialect.tokenize(where)
+    except TokenError:
+        raise refuse("[PARSE_SYNTAX_ERROR] Syntax error: an unterminated string, quoted name or comment") from None
+    kinds = {t.token_type for t in tokens}
+    if TokenType.SEMICOLON in kinds:
+        raise refuse("a second statement (';') is not allowed")
+    setop = next((t for t in tokens if t.token_type in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)), None)
+    if setop is not None:
+        raise refuse(f"a set operation ({setop.text.upper()}) is not allowed")
+    try:
+        tree = parse_one(where, dialect=dialect, into=exp.Condition)
+    except ParseError as e:
+        if kinds & {TokenType.SELECT, TokenType.VALUES, TokenType.WITH}:
+            raise refuse("a subquery is not allowed") from None
+        if TokenType.TABLE in kinds:
+            raise refuse("a table reference is not allowed") from None
+        near = next((err.get("highlight") for err in e.errors if err.get("highlight")), None)
+        raise refuse("[PARSE_SYNTAX_ERROR] Syntax error" + (f" at or near {near!r}" if near else "")) from None
+    for node in tree.walk():
+        why = _refusal(node)
+        if why is not None:
+            raise refuse(why)
+    try:
+        return tree.sql(dialect=dialect, comments=False, unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as e:  # pragma: no cover - sqlglot renders what it parsed in the same dialect
+        raise refuse(f"cannot be checked ({str(e).splitlines()[0][:200]})") from None
