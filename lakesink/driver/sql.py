@@ -4,6 +4,11 @@
 ``spark.sql``); ``sql(spark, config, query)`` returns the query's DataFrame; ``run_query`` collects it for the
 CLI. The broker is contacted only when ``lag`` (or ``end_offsets``) is registered, so queries over the
 manifest alone work with the broker down.
+
+Every name shows the config's job only: the ``manifest`` view is the manifest's rows of ``job = <config name>``
+(several jobs may share one manifest) and every view reads it; ``metrics`` is filtered the same way.
+``all_jobs=True`` (``lakesink sql --all-jobs``) shows every job's rows; ``lag`` stays the config's job's (its
+end offsets are the config's topics on the config's broker).
 """
 from __future__ import annotations
 
@@ -45,14 +50,19 @@ def end_offset_rows(cfg: "SinkConfig", topics: set[str]) -> list[tuple]:
 
 
 def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: Any = None,
-                   with_lag: bool = True) -> list[str]:
+                   with_lag: bool = True, all_jobs: bool = False) -> list[str]:
     """Register ``manifest`` and every view as session temp views; returns their names.
 
+    Every view shows the rows of the config's job only, unless ``all_jobs`` (every job sharing the manifest).
     ``with_lag=False`` leaves out ``end_offsets`` and ``lag`` (no broker call)."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType, IntegerType
 
     cfg, manifest = resolve_source(spark, config_or_manifest, config)
     mdf = manifest_frame(spark, manifest)
+    if not all_jobs:
+        # scoped where the base view is registered, so every view over it (and every user query) inherits it
+        mdf = mdf.where(F.col("job") == cfg.name)
     mdf.createOrReplaceTempView(MANIFEST)
     names = [MANIFEST]
     if with_lag:
@@ -70,15 +80,18 @@ def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: An
         spark.sql(text).createOrReplaceTempView(name)
         names.append(name)
     if cfg is not None:
-        register_metrics(spark, cfg)
+        register_metrics(spark, cfg, all_jobs=all_jobs)
         names.append(METRICS)
     return names
 
 
-def register_metrics(spark: "SparkSession", cfg: "SinkConfig") -> None:
+def register_metrics(spark: "SparkSession", cfg: "SinkConfig", *, all_jobs: bool = False) -> None:
     """The job's metrics table (:mod:`lakesink.manifest.metrics`) as the view ``metrics``: empty when turned off,
-    not written yet, or unreadable (a warning: the manifest's views must not depend on it)."""
+    not written yet, or unreadable (a warning: the manifest's views must not depend on it). Only the config's
+    job's rows (jobs sharing a manifest share its default metrics table) unless ``all_jobs``."""
     import logging
+
+    from pyspark.sql import functions as F
 
     from lakesink import wiring
     from lakesink.manifest.metrics import MetricsTable, metrics_ddl, metrics_location
@@ -91,17 +104,20 @@ def register_metrics(spark: "SparkSession", cfg: "SinkConfig") -> None:
         except Exception as e:  # noqa: BLE001
             logging.getLogger("lakesink.driver.sql").warning("metrics table %s not readable: %s", loc,
                                                              str(e).splitlines()[0] if str(e) else type(e).__name__)
-    (frame if frame is not None else spark.createDataFrame([], metrics_ddl())).createOrReplaceTempView(METRICS)
+    frame = frame if frame is not None else spark.createDataFrame([], metrics_ddl())
+    (frame if all_jobs else frame.where(F.col("job") == cfg.name)).createOrReplaceTempView(METRICS)
 
 
-def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None) -> "DataFrame":
-    """The DataFrame of ``query`` with the manifest and its views registered.
+def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
+        all_jobs: bool = False) -> "DataFrame":
+    """The DataFrame of ``query`` with the manifest and its views registered: the config's job's rows only,
+    every job's with ``all_jobs``.
 
     Raises ArchiveQueryError (one line, exit code 2 in the CLI) for SQL that does not parse or names unknown
     tables or columns."""
     from pyspark.errors import AnalysisException, ParseException
 
-    register_views(spark, config_or_manifest, config=config, with_lag=needs_broker(query))
+    register_views(spark, config_or_manifest, config=config, with_lag=needs_broker(query), all_jobs=all_jobs)
     try:
         df = spark.sql(query)
         df.schema  # analysis is lazy on Spark Connect: fail here, not when collecting
@@ -111,11 +127,12 @@ def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: A
 
 
 def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
-              limit: int | None = DEFAULT_LIMIT) -> QueryResult:
-    """Run ``query`` and collect at most ``limit`` rows (None: all)."""
+              limit: int | None = DEFAULT_LIMIT, all_jobs: bool = False) -> QueryResult:
+    """Run ``query`` and collect at most ``limit`` rows (None: all); the config's job's rows only unless
+    ``all_jobs``."""
     from pyspark.errors import AnalysisException, ParseException
 
-    df = sql(spark, config_or_manifest, query, config=config)
+    df = sql(spark, config_or_manifest, query, config=config, all_jobs=all_jobs)
     try:
         rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
     except (ParseException, AnalysisException) as e:

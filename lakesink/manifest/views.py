@@ -3,7 +3,8 @@
 Every view reads the temp view :data:`MANIFEST` (the manifest table as registered by
 :func:`lakesink.driver.sql.register_views`); ``lag`` also reads :data:`END_OFFSETS`, the broker's offsets at
 query time (topic, kafka_partition, earliest_offset, end_offset). The SQL is plain Spark SQL so it can be
-copied into a Databricks SQL editor over the same Delta table.
+copied into a Databricks SQL editor over the same Delta table (add ``WHERE job = '...'`` there: several jobs may
+share one manifest, and :data:`MANIFEST` as registered holds the config's job's rows only, unless ``--all-jobs``).
 
 * ``committed_offsets``: per job/topic/partition the next offset to archive and the last commit time.
 * ``objects``: one row per committed object, with its URI.
