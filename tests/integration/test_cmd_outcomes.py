@@ -2,7 +2,8 @@
 ran (no manifest table yet; a manifest shared with another job that did run) is NEVER RUN, never OK, and
 --max-lag judges it; `lakesink schema check` of a JSON archive says there was nothing to compare and exits 1
 unless --allow-empty; `lakesink sink` with the AWS environment emptied says no credentials were found (exit 3),
-not that the S3 endpoint is not reachable. The pure parts are in tests/unit/test_cmd_words.py (a basename of its own: pytest refuses two of one name)."""
+not that the S3 endpoint is not reachable. The pure parts are in tests/unit/test_cmd_words.py (this file has a
+basename of its own: pytest refuses two test files of one name)."""
 from __future__ import annotations
 
 import io
