@@ -243,13 +243,12 @@ def where_looked(settings: "CredentialSettings | ShippedCredentials | None",
             f"(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI/FULL_URI {container}), EC2 instance metadata ({imds})")
 
 
-#: botocore's errors for credentials that are not there (as opposed to an endpoint that does not answer).
-MISSING_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "ProfileNotFound")
-
-
 def is_missing_credentials(e: BaseException) -> bool:
-    """Whether ``e`` is botocore saying it found no (or only partial) credentials, or no such profile."""
-    return type(e).__name__ in MISSING_CREDENTIAL_ERRORS and type(e).__module__.startswith("botocore")
+    """Whether ``e`` is botocore saying it found no (or only partial) credentials, or no such profile (as
+    opposed to an endpoint that does not answer)."""
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError, ProfileNotFound
+
+    return isinstance(e, (NoCredentialsError, PartialCredentialsError, ProfileNotFound))
 
 
 def missing_credentials(where: str, settings: "CredentialSettings | ShippedCredentials | None",
