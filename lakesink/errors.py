@@ -19,10 +19,12 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM before the batch committed
 
 EXIT_CODES = {
     EXIT_OK: "success",
-    EXIT_FAILED: "failed (internal error, unhealthy status, incompatible schema, other errors)",
+    EXIT_FAILED: "failed (internal error, unhealthy or never-run status, incompatible schema or nothing to compare, "
+                 "a refused restore, other errors)",
     EXIT_USAGE: "bad usage: arguments, a --where or SQL query that does not parse",
-    EXIT_CONFIG: "config error: the config file or a file it names",
-    EXIT_FENCED: "fenced: another run of the job committed this batch first",
+    EXIT_CONFIG: "config error: the config file or a file it names, or no S3 credentials found",
+    EXIT_FENCED: "fenced: another run of the job committed this batch first, or a newer restore into the same "
+                 "partition took over",
     EXIT_UNREACHABLE: "a dependency failed or is unreachable (Kafka, S3, the manifest, Schema Registry)",
     EXIT_BAD_RECORD: "a bad record (named as topic-partition@offset); nothing was committed",
     EXIT_INTERRUPTED: "interrupted before the batch committed",

@@ -54,7 +54,10 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     from lakesink.config import load_config
     from lakesink.driver.restore import restore
 
+    from lakesink.driver.preflight import check_credentials
+
     cfg = load_config(args.config)
+    check_credentials(cfg)  # before the manifest read, whose own error would not say what is missing
     topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
     report = restore(lambda: session(cfg, args.master), cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
                      from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,

@@ -34,7 +34,10 @@ def run(args: argparse.Namespace, output) -> TableResult:
         raise InvalidArgumentError(f"--limit {args.limit}: must be 0 (all rows) or more")
     if not args.query.strip():
         raise InvalidArgumentError("the SQL query is empty")
+    from lakesink.driver.preflight import check_credentials
+
     cfg = load_config(args.config)
+    check_credentials(cfg)  # before the manifest read, whose own error would not say what is missing
     spark = session(cfg, args.master)
     res = run_query(spark, cfg, args.query, limit=args.limit or None, all_jobs=args.all_jobs)
     return TableResult(res.columns, res.rows, res.notes)

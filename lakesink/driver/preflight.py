@@ -158,16 +158,16 @@ def check_stores(cfg: "SinkConfig", timeout_s: float | None = None, writes: bool
     else:
         endpoint, client, backoff_ms, deadline_ms = _s3_client(cfg, timeout_s)
         check_bucket(client, endpoint, settings.bucket, "data (s3.bucket.name)", backoff_ms, deadline_ms)
-    loc = cfg.manifest_location or ""
-    scheme = urlparse(loc).scheme
-    if scheme in ("s3", "s3a", "s3n"):
-        mbucket = urlparse(loc).netloc
+    from lakesink.manifest.location import parse_location
+
+    loc = parse_location(cfg.manifest_location or "")
+    if loc.scheme == "s3":
         if client is None:
-            raise StoreError(f"manifest.location {loc!r} is on S3 but the store is local (store.url)")
-        if mbucket != settings.bucket:
-            check_bucket(client, endpoint, mbucket, "manifest (manifest.location)", backoff_ms, deadline_ms)
-    elif scheme in ("", "file") and "/" in loc and writes:
-        check_local_dir(urlparse(loc).path if scheme == "file" else loc, "manifest.location")
+            raise StoreError(f"manifest.location {loc.text!r} is on S3 but the store is local (store.url)")
+        if loc.bucket != settings.bucket:
+            check_bucket(client, endpoint, loc.bucket, "manifest (manifest.location)", backoff_ms, deadline_ms)
+    elif loc.scheme == "file" and writes:
+        check_local_dir(loc.path, "manifest.location")
 
 
 def preflight(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:

@@ -308,6 +308,24 @@ covered_by("F49", "tests/integration/test_sink_deadletter.py::"
                   "test_bad_records_go_to_the_dead_letter_topic_once_and_the_rest_is_archived")
 covered_by("F50", "tests/integration/test_sink_deadletter.py::"
                   "test_a_missing_dead_letter_topic_fails_at_preflight_in_one_line")
+covered_by("F51", "tests/unit/test_config_overrides.py::test_cli_check_refuses_a_java_trust_store_override_with_exit_3")
+covered_by("F52", "tests/unit/test_locations.py::test_the_metrics_table_of_a_relative_path_manifest_is_a_path_table")
+covered_by("F53", "tests/unit/test_locations.py::test_lakesink_dir_and_topic_manifest_is_refused")
+covered_by("F54", "tests/integration/test_sql_jobs.py::test_cli_restore_with_the_union_where_exits_2_before_anything")
+covered_by("F55", "tests/integration/test_sql_jobs.py::test_the_issue_count_is_job_a_alone_unless_all_jobs")
+covered_by("F56", "tests/integration/test_restore_spelling.py::test_a_respelled_restore_produces_nothing_more")
+covered_by("F57", "tests/integration/test_restore_spelling.py::test_a_where_that_chose_part_of_interleaved_objects_refuses_a_later_overlap")
+covered_by("F58", "tests/integration/test_restore_worker.py::test_a_worker_fenced_before_its_next_produce_says_fenced")
+covered_by("F59", "tests/integration/test_sink_vacuum_race.py::test_uploads_deleted_before_the_commit_exit_5_and_a_replacement_stays_exit_4")
+covered_by("F60", "tests/integration/test_sink_vacuum_race.py::test_uploads_deleted_before_the_commit_exit_5_and_a_replacement_stays_exit_4")
+covered_by("F61", "tests/integration/test_sink_cli.py::test_continuous_mode_finishes_the_batch_and_exits_0_on_sigterm")
+covered_by("F62", "tests/integration/test_cmd_outcomes.py::test_sink_without_any_s3_credentials_says_so_with_exit_3")
+covered_by("F63", "tests/unit/test_cmd_words.py::test_missing_credentials_are_one_line_exit_3_naming_where_lakesink_looked")
+covered_by("F64", "tests/unit/test_cmd_words.py::test_half_a_key_pair_or_an_unknown_profile_is_said_without_showing_a_secret")
+covered_by("F65", "tests/unit/test_cmd_words.py::test_a_store_call_without_credentials_fails_at_once_with_the_same_words")
+covered_by("F66", "tests/unit/test_cmd_words.py::test_an_s3_endpoint_that_never_answers_fails_vacuum_and_status_in_one_line_exit_5")
+covered_by("F67", "tests/integration/test_cmd_outcomes.py::test_status_of_a_job_that_never_ran_is_never_run_and_max_lag_judges_it")
+covered_by("F68", "tests/integration/test_cmd_outcomes.py::test_schema_check_of_a_json_archive_has_nothing_to_compare_and_fails_unless_allowed")
 
 
 # ------------------------------------------------------------------------------------- not failures
