@@ -315,7 +315,7 @@ covered_by("F54", "tests/integration/test_sql_jobs.py::test_cli_restore_with_the
 covered_by("F55", "tests/integration/test_sql_jobs.py::test_the_issue_count_is_job_a_alone_unless_all_jobs")
 covered_by("F56", "tests/integration/test_restore_spelling.py::test_a_respelled_restore_produces_nothing_more")
 covered_by("F57", "tests/integration/test_restore_spelling.py::test_a_where_that_chose_part_of_interleaved_objects_refuses_a_later_overlap")
-covered_by("F58", "tests/integration/test_restore_worker.py::test_a_worker_fenced_before_its_next_produce_says_fenced")
+covered_by("F58", "tests/integration/test_restore_worker.py::test_a_second_producer_with_the_same_transactional_id_fences_the_first")
 covered_by("F59", "tests/integration/test_sink_vacuum_race.py::test_uploads_deleted_before_the_commit_exit_5_and_a_replacement_stays_exit_4")
 covered_by("F60", "tests/integration/test_sink_vacuum_race.py::test_uploads_deleted_before_the_commit_exit_5_and_a_replacement_stays_exit_4")
 covered_by("F61", "tests/integration/test_sink_cli.py::test_continuous_mode_finishes_the_batch_and_exits_0_on_sigterm")

@@ -35,18 +35,23 @@ def produce(kafka, topic: str, now_ms: int) -> dict[int, list[tuple]]:
     return want
 
 
-@pytest.fixture(scope="module")
-def job(spark, kafka, s3):
-    bucket = s3.create_bucket(f"spell-{uuid.uuid4().hex[:10]}")
-    topic = f"s3_topic_{uuid.uuid4().hex[:6]}"
+def archived(spark, kafka, s3, prefix: str, **over: str) -> tuple[SinkConfig, str, dict[int, list[tuple]]]:
+    """A JSON job over a new two-partition topic of N records, sunk once: (config, topic, records per partition)."""
+    bucket = s3.create_bucket(f"{prefix.replace('_', '-')}-{uuid.uuid4().hex[:10]}")
+    topic = f"{prefix}_{uuid.uuid4().hex[:6]}"
     kafka.create_topic(topic, partitions=2)
     want = produce(kafka, topic, int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000))
-    cfg = base_config(kafka, s3, bucket, topic)
-    cfg.update({"format.class": "json", "flush.size": "3", "store.kafka.keys": "true",
-                "manifest.location": f"s3a://{bucket}/_lakesink/manifest"})
-    sink_cfg = SinkConfig.from_dict(cfg)
-    assert SinkJob(spark, sink_cfg).run_batch(flush_tail=True).records == N
-    return sink_cfg, topic, want
+    raw = base_config(kafka, s3, bucket, topic)
+    raw.update({"format.class": "json", "flush.size": "3", "store.kafka.keys": "true",
+                "manifest.location": f"s3a://{bucket}/_lakesink/manifest", **over})
+    cfg = SinkConfig.from_dict(raw)
+    assert SinkJob(spark, cfg).run_batch(flush_tail=True).records == N
+    return cfg, topic, want
+
+
+@pytest.fixture(scope="module")
+def job(spark, kafka, s3):
+    return archived(spark, kafka, s3, "s3_topic")
 
 
 def copy_holds(kafka, copy: str, want: dict[int, list[tuple]]) -> None:
@@ -90,16 +95,9 @@ def test_a_where_that_chose_part_of_interleaved_objects_refuses_a_later_overlap(
     """FieldPartitioner objects of one commit group interleave in offsets: after a restore of one field value,
     a restore of everything cannot tell which records are there, so it refuses (naming the group) until --again;
     a restore of everything elsewhere keeps the source order."""
-    bucket = s3.create_bucket(f"field-{uuid.uuid4().hex[:10]}")
-    topic = f"field_{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(topic, partitions=2)
-    want = produce(kafka, topic, int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000))
-    raw = base_config(kafka, s3, bucket, topic)
-    raw.update({"format.class": "json", "flush.size": "100", "store.kafka.keys": "true",
-                "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
-                "partition.field.name": "kind", "manifest.location": f"s3a://{bucket}/_lakesink/manifest"})
-    cfg = SinkConfig.from_dict(raw)
-    assert SinkJob(spark, cfg).run_batch(flush_tail=True).records == N
+    cfg, _topic, want = archived(spark, kafka, s3, "field", **{
+        "flush.size": "100", "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+        "partition.field.name": "kind"})
     ordered = f"ordered_{uuid.uuid4().hex[:6]}"
     kafka.create_topic(ordered, partitions=2)
     assert lakesink.restore(spark, cfg, to_topic=ordered).produced == N

@@ -163,7 +163,11 @@ def test_sigkill_then_rerun_gives_no_duplicate_and_no_gap(kafka, tmp_path, fault
     assert consume(kafka, topic) == wanted(records)
 
 
-def test_a_second_producer_with_the_same_transactional_id_fences_the_first(kafka, tmp_path):
+@pytest.mark.parametrize("flush_zombie", [False, True], ids=["at-commit", "before-next-produce"])
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(kafka, tmp_path, flush_zombie):
+    """A newer producer of the same transactional id fences the running worker: it stops with RestoreFencedError
+    (exit 4), also when the fencing reaches it before its next produce(), which librdkafka fails with "Local:
+    Fatal error" (``flush_zombie``: the worker names the fatal error's cause); a rerun resumes."""
     from confluent_kafka import Producer
 
     records = expected_records(int(time.time() * 1000))
@@ -177,37 +181,16 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(kafka
                           "transactional.id": transactional_id(name, topic, 0)})
             p.init_transactions(30)  # bumps the epoch: the running worker is now a zombie
             zombie_killer["p"] = p
-
-    with pytest.raises(RestoreFencedError, match="fenced"):
-        restore(kafka, cfg, rows, name, topic, records_per_txn=6, on_event=on_event)
-    assert consume(kafka, topic) == wanted(records[:6])  # the first transaction committed, the second did not
-    res = restore(kafka, cfg, rows, name, topic, records_per_txn=6)
-    assert res.resumed_from == records[6][0] and res.produced == N - 6
-    assert consume(kafka, topic) == wanted(records)
-
-
-def test_a_worker_fenced_before_its_next_produce_says_fenced(kafka, tmp_path):
-    """The fencing reaches the zombie before its next produce(), which librdkafka fails with "Local: Fatal error":
-    the worker names the fatal error's cause (a fencing), not the generic line, so the CLI exits 4."""
-    from confluent_kafka import Producer
-
-    records = expected_records(int(time.time() * 1000))
-    cfg, rows = archive(tmp_path, records)
-    topic, name = create_topic(kafka), f"r-{uuid.uuid4().hex[:6]}"
-    newer = {}
-
-    def on_event(point, info):
-        if point == "produced" and info["offset"] == records[9][0] and not newer:
-            p = Producer({"bootstrap.servers": kafka.bootstrap_servers,
-                          "transactional.id": transactional_id(name, topic, 0)})
-            p.init_transactions(30)
-            newer["p"] = p
-            info["producer"].flush(10)  # the zombie's records meet the new epoch: its fatal error is raised now
+            if flush_zombie:  # the zombie's records meet the new epoch: its fatal error is raised now
+                info["producer"].flush(10)
 
     with pytest.raises(RestoreFencedError, match="fenced by a newer producer") as e:
         restore(kafka, cfg, rows, name, topic, records_per_txn=6, on_event=on_event)
     assert e.value.exit_code == 4
-    assert consume(kafka, topic) == wanted(records[:6])
+    assert consume(kafka, topic) == wanted(records[:6])  # the first transaction committed, the second did not
+    res = restore(kafka, cfg, rows, name, topic, records_per_txn=6)
+    assert res.resumed_from == records[6][0] and res.produced == N - 6
+    assert consume(kafka, topic) == wanted(records)
 
 
 def test_any_selection_into_the_same_destination_skips_what_is_there(kafka, tmp_path):
