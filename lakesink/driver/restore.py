@@ -44,7 +44,7 @@ from lakesink import wiring
 from lakesink.driver.archive import as_config, manifest_frame, resolve_source, select_objects
 from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreError, RestoreFencedError,
                              RestoreRefusedError, StoreError)
-from lakesink.executor.coverage import Coverage, Interval, merge
+from lakesink.executor.coverage import Coverage, Interval, SourceCoverage, merge
 from lakesink.executor.readback import ArchivedObject, Cut
 from lakesink.executor.restore import check_group_idle, progress_group
 from lakesink.executor.restore import dry_run as summarize
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["PartitionRestore", "RestoreReport", "restore", "plan_partitions", "parse_time", "destination_topic",
-           "archived_topics", "unselected_spans", "overlap_refusal", "run_failure"]
+           "archived_topics", "unselected_spans", "overlap_refusal", "unrestored", "run_failure"]
 
 
 @dataclass
@@ -240,6 +240,13 @@ def overlap_refusal(part: PartitionRestore, objs: list[ArchivedObject], cut: Cut
     return None
 
 
+def unrestored(objs: list[ArchivedObject], cut: Cut, done: SourceCoverage) -> list[ArchivedObject]:
+    """The objects of ``objs`` a restore with ``cut`` still reads: not those whose every record inside the cut is
+    already in the destination (``done``), which the workers skip unread."""
+    return [o for o in objs if not (cut.object_overlap(o) is True and
+                                    done.holds(o.first_offset, o.last_offset, o.min_timestamp_ms, o.max_timestamp_ms))]
+
+
 def run_failure(cause: str, name: str | None) -> RestoreError:
     """The error of a restore whose task failed with ``cause`` (the task's own error line): a fencing by a newer
     restore into the same partition is :class:`RestoreFencedError` (exit 4, like the sink's lost race)."""
@@ -335,6 +342,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                          **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
     _check_destinations(admin, report.partitions, timeout_s)
     check_group_idle(admin, report.group, timeout_s)
+    to_read = [o for _p, objs in planned for o in objs]
     if not again:
         dests = sorted({(p.topic, p.partition) for p in report.partitions})
         own, others = group_coverages(admin, report.group, dests, timeout_s)
@@ -344,7 +352,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                                    if (p.topic, p.partition) in c}, report.group)
             if why:
                 raise RestoreRefusedError(why)
-    _check_objects(open_store(wiring.store_settings(cfg)), [o for _p, objs in planned for o in objs])
+        to_read = [o for p, objs in planned for o in unrestored(objs, cut, own.get((p.topic, p.partition), Coverage())
+                                                                  .source(p.source_topic, p.source_partition))]
+    _check_objects(open_store(wiring.store_settings(cfg)), to_read)
 
     tasks = [PartitionJob(p.source_topic, p.source_partition, p.topic, p.partition, tuple(objs),
                           tuple(holes.get((p.source_topic, p.source_partition), ())))

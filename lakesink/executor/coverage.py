@@ -99,6 +99,18 @@ class SourceCoverage:
                     return True
         return False
 
+    def holds(self, lo: int, hi: int, tmin: int | None = None, tmax: int | None = None) -> bool:
+        """Whether every record with an offset in ``[lo, hi]`` and a timestamp in ``[tmin, tmax]`` (an object's
+        span and time range, None: unknown) is already in the destination: one entry spans the offsets and its
+        window, if any, holds the time range. Such an object need not be read."""
+        for a, b, f, t in self.exact:
+            if a <= lo and hi <= b:
+                if f is None and t is None:
+                    return True
+                if tmin is not None and tmax is not None and (f is None or tmin >= f) and (t is None or tmax <= t):
+                    return True
+        return False
+
     def conflicts(self, spans: list[Interval], foreign: bool = False) -> list[Interval]:
         """The parts of ``spans`` (a selection's offsets) that may hold records already produced without this
         coverage saying which: the dirty entries, and for another group's coverage (``foreign``) every entry."""

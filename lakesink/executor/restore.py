@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError, RestoreGroupActiveError,
-                             RestoreProduceError, RestoreTimestampError)
-from lakesink.executor.coverage import Coverage, Interval, merge
+                             RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
+from lakesink.executor.coverage import Coverage, Interval, intersect, merge
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_records
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
@@ -375,6 +375,14 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
         run_lo = cut.from_offset if cut.from_offset is not None else 0
         cap = cut.to_offset
         selected = merge([(o.first_offset, o.last_offset) for o in objs])
+        if not again:  # the driver checked this too, before a restore that committed since could have
+            top = cap if cap is not None else (selected[-1][1] if selected else -1)
+            hit = mine.conflicts(intersect(selected, [(run_lo, top)]))
+            if hit:
+                raise RestoreRefusedError(
+                    f"{dest}: offsets {hit[0][0]}-{hit[0][1]} of {src_topic}-{src_part} may already be there (an "
+                    f"earlier restore in group {group!r} produced part of them); nothing was produced: pass --again "
+                    f"to produce them again (duplicates)")
         group_md = txn.consumer.consumer_group_metadata()
 
         def commit(upto: int) -> None:
@@ -410,7 +418,12 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             check = not again and mine.touches(c_lo, c_hi)
             reads = []
             for obj in cluster:
-                if cut.object_overlap(obj) is False:
+                inside = cut.object_overlap(obj)
+                if inside is False:
+                    continue
+                if check and inside is True and mine.holds(obj.first_offset, obj.last_offset, obj.min_timestamp_ms,
+                                                           obj.max_timestamp_ms):
+                    result.skipped += obj.record_count  # already there, every record: not even read
                     continue
                 reads.append(read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format,
                                           cut=cut, key_decoder=key_decoder, value_decoder=value_decoder))

@@ -20,7 +20,8 @@ from archive_checks import consume
 
 from lakesink import wiring
 from lakesink.config import SinkConfig
-from lakesink.errors import RestoreFencedError, RestoreGroupActiveError, RestoreProduceError, RestoreTimestampError
+from lakesink.errors import (RestoreFencedError, RestoreGroupActiveError, RestoreProduceError, RestoreRefusedError,
+                             RestoreTimestampError)
 from lakesink.executor.archiver import ArchivedRow, BatchContext
 from lakesink.executor.coverage import Coverage
 from lakesink.executor.readback import ArchivedObject, Cut
@@ -117,6 +118,8 @@ def test_restore_exactly_once_in_order_and_rerun_produces_nothing(kafka, tmp_pat
     assert cov.exact == [(0, records[-1][0], None, None)] and cov.dirty == []
     again = restore(kafka, cfg, rows, name, topic, records_per_txn=7)
     assert (again.produced, again.transactions, again.resumed_from) == (0, 0, records[-1][0] + 1)
+    # a finished restore run again costs a plan, not a read: every object is already there, none is read
+    assert (again.objects_read, again.skipped) == (0, N)
     assert consume(kafka, topic) == wanted(records)
 
 
@@ -248,6 +251,12 @@ def test_objects_whose_offsets_interleave_are_restored_in_offset_order(kafka, tm
     assert res.produced == len(evens)
     cov = Coverage.decode(*read_progress(admin(kafka), progress_group(None), part, 0)).source("src", SOURCE_PARTITION)
     assert not any(cov.covers(r[0], r[4]) for r in odds) and cov.dirty
+    # the worker itself refuses to restore into what it cannot vouch for (a restore may have committed after the
+    # driver's check), until told to produce again
+    with pytest.raises(RestoreRefusedError, match="may already be there"):
+        restore(kafka, cfg, even_rows + odd_rows, None, part)
+    assert restore(kafka, cfg, even_rows + odd_rows, None, part, again=True).produced == N
+    assert len(consume(kafka, part)) == N + len(evens)
 
 
 def test_refuses_while_the_progress_group_has_members(kafka, tmp_path):

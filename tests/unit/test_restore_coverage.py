@@ -83,3 +83,27 @@ def test_encode_squeezes_by_claiming_less_never_more():
     # and every offset the original covered is at least dirty (a later restore refuses rather than duplicates)
     lost = [(a, b) for a, b, _f, _t in src.exact]
     assert subtract(lost, [(a, b) for a, b, _f, _t in squeezed.exact] + squeezed.dirty) == []
+
+
+def test_an_object_already_there_is_held_whole_and_need_not_be_read():
+    cov = SourceCoverage().add(0, 99).add(200, 299, (1000, 2000))
+    assert cov.holds(10, 20) and cov.holds(0, 99) and not cov.holds(90, 110)
+    # a windowed entry holds an object only when the object's time range lies inside the window
+    assert cov.holds(210, 220, 1000, 1500) and not cov.holds(210, 220, 900, 1500)
+    assert not cov.holds(210, 220)  # time range unknown: read it
+
+
+def test_unrestored_leaves_out_objects_held_whole_inside_the_cut():
+    from lakesink.driver.restore import unrestored
+    from lakesink.executor.readback import ArchivedObject, Cut
+
+    def obj(first, last):
+        return ArchivedObject.from_row({"topic": "t", "kafka_partition": 0, "object_key": f"k{first}", "etag": "e",
+                                        "version_id": None, "first_offset": first, "last_offset": last,
+                                        "record_count": last - first + 1, "size_bytes": 1, "side_files": []})
+
+    objs = [obj(0, 9), obj(10, 19), obj(20, 29)]
+    done = SourceCoverage().add(0, 19)
+    assert [o.object_key for o in unrestored(objs, Cut(), done)] == ["k20"]
+    # a cut inside an object: that object is read (its records inside the cut are checked one by one)
+    assert [o.object_key for o in unrestored(objs, Cut(from_offset=5), done)] == ["k0", "k20"]
