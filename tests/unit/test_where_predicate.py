@@ -107,7 +107,7 @@ def test_the_label_names_the_caller():
     assert str(e.value).startswith("where '1=1;': a second statement")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(st.sampled_from([*"()';-*/ =`\n", "SELECT", "FROM", "UNION", "topic", "job", "'B'", "t", "1", "OR",
                                   "AND", "EXISTS", "IN", "VALUES", "TABLE", " "]), min_size=1, max_size=14)
        .map("".join))
@@ -120,6 +120,9 @@ def test_whatever_is_accepted_is_one_expression_without_a_query(where):
         text = where_predicate(where)
     except ArchiveQueryError:
         return
-    assert ";" not in text.replace("';'", "")
+    from sqlglot.tokens import TokenType
+
+    # no statement separator outside a string literal
+    assert all(t.token_type != TokenType.SEMICOLON for t in sqlglot.tokenize(text, read="spark")), text
     tree = sqlglot.parse_one(text, read="spark", into=exp.Condition)
     assert not any(isinstance(n, (exp.Query, exp.Table, exp.Selectable, exp.From)) for n in tree.walk()), text
