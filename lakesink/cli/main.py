@@ -30,6 +30,19 @@ COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
 COMMAND_REGISTRARS += [validate.add_parser]
 
 
+def version() -> str:
+    """The installed distribution's version (what pip installed), else the package's own."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("lakesink")
+    except PackageNotFoundError:  # a checkout on sys.path, not installed
+        from lakesink import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     from lakesink.errors import EXIT_CODES
 
@@ -38,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Archive Kafka topics to S3 with Confluent S3-sink naming and a Delta manifest.",
         epilog="exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()),
     )
+    parser.add_argument("--version", action="version", version=f"lakesink {version()}",
+                        help="print lakesink's version and exit")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text",
                         help="how results are printed: text for people (default) or json (one JSON "
                              "document per result, one per line)")

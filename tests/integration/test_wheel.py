@@ -53,6 +53,11 @@ def test_wheel_console_script_help_runs_the_installed_package(wheel_venv, tmp_pa
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "sink" in r.stdout and "usage" in r.stdout.lower()
+    r = subprocess.run([str(script), "--version"], env=_env(), cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    from lakesink import __version__
+
+    assert (r.returncode, r.stdout.strip()) == (0, f"lakesink {__version__}"), r.stderr
 
 
 def test_wheel_sink_once_against_the_local_stack(wheel_venv, kafka, s3, bucket, topic_name, tmp_path):

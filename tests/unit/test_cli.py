@@ -399,3 +399,11 @@ def test_exit_codes_tell_config_fencing_dependency_and_record_failures_apart(tmp
         main(["--help"])
     assert e.value.code == 0
     assert "exit status: 0 success; 1 failed" in " ".join(capsys.readouterr().out.split())
+
+
+def test_version_prints_the_installed_version_and_exits_0():
+    from lakesink import __version__
+
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", "--version"], capture_output=True, text=True,
+                       timeout=120)
+    assert (r.returncode, r.stdout.strip(), r.stderr) == (0, f"lakesink {__version__}", "")
