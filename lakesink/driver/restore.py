@@ -46,7 +46,7 @@ from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreEr
                              RestoreRefusedError, StoreError)
 from lakesink.executor.coverage import Coverage, Interval, SourceCoverage, merge
 from lakesink.executor.readback import ArchivedObject, Cut
-from lakesink.executor.restore import check_group_idle, progress_group
+from lakesink.executor.restore_progress import check_group_idle, group_coverages, progress_group
 from lakesink.executor.restore import dry_run as summarize
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -334,7 +334,6 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     from lakesink.config.kafka import CONSUMER_ONLY
     from lakesink.driver.kafka_admin import client_config
     from lakesink.executor.archive_tasks import RESTORE_RESULT_DDL, PartitionJob, restore_task
-    from lakesink.executor.restore import group_coverages
     from lakesink.store import open_store
 
     producer = {**wiring.librdkafka_config(cfg.kafka_options), **dict(producer_config or {})}

@@ -1,0 +1,139 @@
+"""Where restores keep their progress: the consumer group, its members, and the coverage it holds.
+
+A restore's progress group (:func:`progress_group`) is never joined: each destination partition's committed offset
+carries a :class:`~lakesink.executor.coverage.Coverage` in its metadata (written by
+:mod:`lakesink.executor.restore` in the same Kafka transaction as the records). This module reads it back, on the
+driver (:func:`group_coverages`, every ``lakesink-restore*`` group) and in the worker (:func:`read_coverage`).
+"""
+from __future__ import annotations
+
+import time
+
+from lakesink.errors import RestoreError, RestoreGroupActiveError
+from lakesink.executor.coverage import Coverage
+
+__all__ = ["PROGRESS_READ_TIMEOUT_S", "progress_group", "kafka_error_of", "check_group_idle", "read_progress",
+           "read_coverage", "group_coverages"]
+
+#: how long a stable read of the progress offset retries UNSTABLE_OFFSET_COMMIT
+PROGRESS_READ_TIMEOUT_S = 30.0
+
+
+def progress_group(name: str | None = None) -> str:
+    """The consumer group holding restores' progress (never joined by a restore itself): one per destination
+    cluster, ``lakesink-restore``, unless a restore is given a ``name`` of its own."""
+    return "lakesink-restore" if name is None else f"lakesink-restore-{name}"
+
+
+def kafka_error_of(e: BaseException):
+    """The KafkaError a KafkaException carries (None for another exception)."""
+    return e.args[0] if e.args and hasattr(e.args[0], "code") else None
+
+
+def check_group_idle(admin, group: str, timeout_s: float = 30.0) -> None:
+    """Raise :class:`RestoreGroupActiveError` if ``group`` has members (a consumer in it would take the
+    restore's progress offsets as its position)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    def failed(err) -> RestoreError:
+        return RestoreError(f"cannot describe the restore's progress group {group!r}: {err}")
+
+    try:  # a group the broker does not list has no members (describing one can time out instead of saying so)
+        listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    except KafkaException as e:
+        raise failed(kafka_error_of(e).str() if kafka_error_of(e) else e) from None
+    if group not in {g.group_id for g in listed.valid}:
+        return
+    retriable = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                 KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+            break
+        except KafkaException as e:
+            err = kafka_error_of(e)
+            if err is not None and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return
+            if err is not None and err.code() in retriable and time.monotonic() < deadline:
+                time.sleep(0.3)
+                continue
+            raise failed(err.str() if err else e) from None
+    if desc.members:
+        who = ", ".join(f"{m.client_id}@{m.host}" for m in desc.members[:3])
+        raise RestoreGroupActiveError(
+            f"the progress group {group!r} has {len(desc.members)} member(s) ({who}): a consumer in it would take "
+            f"the restore's progress (source offsets) as its position; stop it (or use another restore name) "
+            f"and run the restore again")
+
+
+def read_progress(admin, group: str, topic: str, partition: int,
+                  timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> tuple[int | None, str | None]:
+    """The stable committed offset of ``group`` for ``topic``-``partition`` and its metadata, (None, None)
+    if none. ``UNSTABLE_OFFSET_COMMIT`` (a transaction with offsets still settling) is retried for up to
+    ``timeout_s`` seconds."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    retriable = (KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                 KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR)
+    while True:
+        try:
+            req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])]
+            res = admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=10)[group].result()
+            tp = res.topic_partitions[0]
+            err = tp.error
+        except KafkaException as e:
+            err = kafka_error_of(e)
+            if err is None:
+                raise RestoreError(f"cannot read the progress of group {group!r} for {topic}-{partition}: {e}") from None
+            tp = None
+        if err is None:
+            return (tp.offset, tp.metadata or None) if tp.offset >= 0 else (None, None)
+        if err.code() in retriable and time.monotonic() < deadline:
+            time.sleep(0.2)
+            continue
+        raise RestoreError(f"cannot read the progress of group {group!r} for {topic}-{partition}: {err.str()}")
+
+
+def read_coverage(admin, group: str, topic: str, partition: int,
+                  timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> Coverage:
+    """What earlier restores recorded in ``group`` for destination ``topic``-``partition`` (stable read)."""
+    offset, metadata = read_progress(admin, group, topic, partition, timeout_s)
+    try:
+        return Coverage.decode(offset, metadata)
+    except ValueError as e:
+        raise RestoreError(f"progress group {group!r} for {topic}-{partition}: {e}; use another restore name") from None
+
+
+def group_coverages(admin, own_group: str, dests: list[tuple[str, int]], timeout_s: float = 30.0
+                    ) -> tuple[dict[tuple[str, int], Coverage], dict[str, dict[tuple[str, int], Coverage]]]:
+    """The coverage of destination partitions ``dests`` recorded by ``own_group`` (stable reads), and by every
+    other ``lakesink-restore*`` group of the cluster (restores with another name, or by an earlier lakesink),
+    as ``(own, {group: {dest: coverage}})``. Metadata that is not lakesink's is left out of the others."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    own = {d: read_coverage(admin, own_group, d[0], d[1]) for d in dests}
+    try:
+        listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
+    except KafkaException as e:
+        raise RestoreError(f"cannot list the destination cluster's consumer groups: "
+                           f"{kafka_error_of(e).str() if kafka_error_of(e) else e}") from None
+    others: dict[str, dict[tuple[str, int], Coverage]] = {}
+    for g in sorted(x.group_id for x in listed.valid):
+        if not g.startswith("lakesink-restore") or g == own_group:
+            continue
+        req = [ConsumerGroupTopicPartitions(g, [TopicPartition(t, p) for t, p in dests])]
+        try:
+            res = admin.list_consumer_group_offsets(req, request_timeout=timeout_s)[g].result()
+        except KafkaException as e:
+            raise RestoreError(f"cannot read the progress of group {g!r}: {kafka_error_of(e).str() if kafka_error_of(e) else e}") from None
+        for tp in res.topic_partitions:
+            if tp.error is not None or tp.offset < 0:
+                continue
+            try:
+                cov = Coverage.decode(tp.offset, tp.metadata)
+            except ValueError:
+                continue
+            others.setdefault(g, {})[(tp.topic, tp.partition)] = cov
+    return own, others
