@@ -109,15 +109,6 @@ def test_a_task_message_runs_and_an_error_comes_back_as_its_traceback():
     assert status == "error" and text.splitlines()[-1] == "lakesink.errors.InvalidArgumentError: bad task 5"
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (not a zombie waiting for its parent to reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def tasks():
     with LocalTasks(2) as t:
