@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["FIELDS", "ArchivedObject", "Cut", "RestoredRecord", "iter_objects", "read_object", "read_records",
-           "as_config", "resolve_source", "manifest_frame", "select_objects", "object_bytes", "pack_objects",
+           "as_config", "resolve_source", "manifest_frame", "select_objects", "split_objects", "object_bytes", "pack_objects",
            "read_archive", "query_error_line"]
 
 
@@ -79,13 +79,19 @@ def query_error_line(e: BaseException) -> str:
 def select_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, where: str | None = None) -> list[ArchivedObject]:
     """The committed objects of job ``cfg.name`` that ``where`` (one boolean Spark SQL expression over the
     manifest's columns) selects, in (topic, partition, first offset) order. Only rows of kind ``object`` of the
-    config's job are ever returned: the predicate is applied as ``(job = <cfg.name> AND kind = 'object') AND
-    (<where>)`` to a frame already filtered by job and kind, so no predicate can widen it (``job = 'other'``
-    selects nothing).
+    config's job are ever returned: the predicate is a filter of its own on a frame already filtered by job and
+    kind, so no predicate can widen it (``job = 'other'`` selects nothing).
 
     Raises ArchiveQueryError (one line, exit 2 in the CLI) for a predicate that is not one expression (a
     subquery, set operation, ``;`` or table reference: :func:`lakesink.manifest.queries.where_predicate`), does
     not parse, or names unknown columns."""
+    return split_objects(spark, cfg, manifest, where)[0]
+
+
+def split_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any,
+                  where: str | None = None) -> tuple[list[ArchivedObject], list[ArchivedObject]]:
+    """:func:`select_objects`' objects, and the job's objects ``where`` left out, from one read of the manifest
+    (the predicate evaluated as a column: NULL counts as not selected)."""
     from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql import functions as F
 
@@ -98,16 +104,22 @@ def select_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, wher
             "record_count", "side_files", "format", "compression", "size_bytes", "schema_id", "min_timestamp",
             "max_timestamp", "kind")
     try:
+        # the predicate is a column of its own on the scoped frame (never SQL text around it); its text is the
+        # checked expression as sqlglot rendered it, so Spark parses nothing the check did not see
+        chosen = F.lit(True)
         if predicate is not None:
-            # a filter of its own on the scoped frame (never SQL text around the predicate); the text is the
-            # checked expression as sqlglot rendered it, so Spark parses nothing the check did not see
-            df = df.where(F.expr(predicate))
-        df = df.select(*cols)
-        df.schema  # analysis is lazy on Spark Connect: force it here, not mid-run
+            # its own type first (forcing analysis, lazy on Spark Connect): coalesce would cast a non-boolean
+            kind = df.select(F.expr(predicate).alias("p")).schema["p"].dataType.simpleString()
+            if kind != "boolean":
+                raise ArchiveQueryError(f"--where {where!r}: is a {kind}, not a boolean expression over the "
+                                        f"manifest's columns")
+            chosen = F.coalesce(F.expr(predicate), F.lit(False))
+        df = df.select(*cols, chosen.alias("lakesink_selected"))
         rows = df.collect()
     except (ParseException, AnalysisException) as e:
         raise ArchiveQueryError(f"--where {where!r}: {query_error_line(e)}") from None
-    return list(iter_objects(rows))
+    return (list(iter_objects(r for r in rows if r["lakesink_selected"])),
+            list(iter_objects(r for r in rows if not r["lakesink_selected"])))
 
 
 #: Spark's defaults for ``spark.sql.files.maxPartitionBytes`` / ``spark.sql.files.openCostInBytes``

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from lakesink import wiring
-from lakesink.driver.archive import as_config, manifest_frame, resolve_source, select_objects
+from lakesink.driver.archive import as_config, manifest_frame, resolve_source, split_objects
 from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreError, RestoreFencedError,
                              RestoreRefusedError, StoreError)
 from lakesink.executor.coverage import Coverage, Interval, SourceCoverage, merge
@@ -202,14 +202,12 @@ def _check_objects(store, objects: list[ArchivedObject]) -> None:
                                      f"manifest recorded {etag}; nothing was produced")
 
 
-def unselected_spans(everything: list[ArchivedObject], selected: list[ArchivedObject]) -> dict[tuple[str, int], list[Interval]]:
-    """Per source partition, the merged offset spans of the objects in ``everything`` (the job's) that are not in
-    ``selected`` (what a ``--where`` chose): a restore's progress must not claim records there."""
-    chosen = {o.object_key for o in selected}
+def unselected_spans(left_out: list[ArchivedObject]) -> dict[tuple[str, int], list[Interval]]:
+    """Per source partition, the merged offset spans of the objects a ``--where`` left out: a restore's progress
+    must not claim records there."""
     out: dict[tuple[str, int], list[Interval]] = {}
-    for o in everything:
-        if o.object_key not in chosen:
-            out.setdefault((o.topic, o.kafka_partition), []).append((o.first_offset, o.last_offset))
+    for o in left_out:
+        out.setdefault((o.topic, o.kafka_partition), []).append((o.first_offset, o.last_offset))
     return {k: merge(v) for k, v in out.items()}
 
 
@@ -320,8 +318,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                                    f"consumer group and transactional ids)")
     report = RestoreReport(name=name, group=progress_group(name), dry_run=dry_run)
 
-    objects = select_objects(session, cfg, manifest, where)
-    holes = unselected_spans(select_objects(session, cfg, manifest, None), objects) if where and where.strip() else {}
+    objects, left_out = split_objects(session, cfg, manifest, where)
+    holes = unselected_spans(left_out)
     planned = plan_partitions(objects, to_topic, topic_map, cut)
     report.partitions = [p for p, _objs in planned]
     _check_feedback(session, cfg, manifest, {p.topic for p in report.partitions}, force)

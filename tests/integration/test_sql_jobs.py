@@ -195,6 +195,14 @@ def test_where_naming_another_job_selects_nothing(spark, jobs):
     assert len(objects_of(spark, jobs, f"job = '{jobs['a'].name}'")) == 4
 
 
+def test_where_that_is_not_a_boolean_is_refused_and_null_selects_nothing(spark, jobs):
+    from lakesink.errors import ArchiveQueryError
+
+    with pytest.raises(ArchiveQueryError, match=r"is a string, not a boolean expression"):
+        objects_of(spark, jobs, "topic")
+    assert objects_of(spark, jobs, "CAST(NULL AS BOOLEAN)") == []  # unknown counts as not selected, as in WHERE
+
+
 def test_where_comments_do_not_widen(spark, jobs):
     ta, b = jobs["ta"], jobs["b"].name
     for where in (f"topic = '{ta}' -- \nOR job = '{b}'", f"topic = 'nope' /* */ OR job = '{b}' OR 1 = 1",
