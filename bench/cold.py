@@ -9,15 +9,15 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
 * ``lakesink``: ``python -m lakesink.cli --format json sink --config F --once --flush-tail --engine E`` for each
   engine of ``--engines``, each with a new job name and a new manifest on ``s3a://`` (a new user's first run: the
   manifest table is created too), objects to the S3 endpoint. ``local`` (what ``--engine auto`` picks for this
-  config): the tasks run in local worker processes, no Spark JVM (``lakesink.driver.local_tasks``); ``spark``:
+  config): the tasks run in local worker processes, no Spark JVM (``lakesink.runners.local``); ``spark``:
   in a local Spark session. Its JSON batch line gives the phases: ``start`` (process start to the CLI:
   interpreter and imports), ``config``, ``init`` (manifest table, clients), ``plan``, ``session`` (spark engine:
   what is left to wait of the Spark start, begun in advance right after the config was read), ``archive``,
   ``commit``; ``other`` is the rest of the wall time (exit, shutdown).
 * ``plain Spark``: ``python bench/cold.py --plain-child …``: a fresh local[2] session with the same jars and
-  S3A settings (``lakesink.spark.get_spark``), ``spark.read.format("kafka")`` over exactly the same offsets,
+  S3A settings (``lakesink.runtime.spark.get_spark``), ``spark.read.format("kafka")`` over exactly the same offsets,
   ``from_json`` of the value, ``.write.json`` to ``s3a://`` with ``maxRecordsPerFile`` = flush.size; without
-  lakesink's JVM class archive (``lakesink.class_archive``), as a plain Spark job runs, unless
+  lakesink's JVM class archive (``lakesink.runtime.class_archive``), as a plain Spark job runs, unless
   ``--plain-class-archive``.
 
 After each lakesink run the same command runs again with nothing new to archive (``empty re-run``): what a
@@ -130,7 +130,8 @@ def plain_child(args) -> int:
     """The baseline process: a cold session reading and writing the same records with Spark alone."""
     from pyspark.sql import functions as F
 
-    from lakesink.spark import S3Settings, get_spark
+    from lakesink.runtime.spark import get_spark
+    from lakesink.store.settings import S3Settings
 
     ends = json.loads(args.ends)
     s3 = S3Settings(endpoint_url=args.endpoint, access_key="testing", secret_key="testing")
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lakesink-cold-"))
     kafka, s3 = KafkaBroker(heap="1g"), S3Endpoint()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    # a plain Spark job has no lakesink class archive (lakesink.class_archive) unless --plain-class-archive
+    # a plain Spark job has no lakesink class archive (lakesink.runtime.class_archive) unless --plain-class-archive
     plain_env = env if args.plain_class_archive else {**env, "LAKESINK_CLASS_ARCHIVE": "0"}
     try:
         kafka.start()

@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     from lakesink.devstack.kafka import KafkaBroker
     from lakesink.driver.archive import select_objects
     from lakesink.driver.sink import SinkJob
-    from lakesink.spark import get_spark
+    from lakesink.runtime.spark import get_spark
     from lakesink import wiring
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-restore-"))

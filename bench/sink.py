@@ -585,7 +585,7 @@ def profile(fmt: str, records: int, flush_size: int) -> None:
     from lakesink.config import SinkConfig
     from lakesink.devstack.kafka import KafkaBroker
     from lakesink.executor.task import archive_partitions
-    from lakesink.spark import get_spark
+    from lakesink.runtime.spark import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-prof-"))
     with KafkaBroker() as kafka:
@@ -729,7 +729,7 @@ def main(argv=None) -> int:
 
     from lakesink.devstack.kafka import KafkaBroker
     from lakesink.devstack.s3 import S3Endpoint
-    from lakesink.spark import get_spark
+    from lakesink.runtime.spark import get_spark
 
     formats = [f for f in a.formats.split(",") if f]
     s3_formats = [f for f in a.s3_formats.split(",") if f and f in formats]

@@ -11,14 +11,15 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "run": "lakesink.driver.sink",
+    "run": "lakesink.runtime.engine",
     "SinkJob": "lakesink.driver.sink",
     "BatchResult": "lakesink.driver.sink",
     "vacuum": "lakesink.driver.vacuum",
     "read_archive": "lakesink.driver.archive",
     "restore": "lakesink.driver.restore",
     "RestoreReport": "lakesink.driver.restore",
-    "get_spark": "lakesink.spark",
+    "get_spark": "lakesink.runtime.spark",
+    "session": "lakesink.runtime.session",
     "load_config": "lakesink.config",
     "SinkConfig": "lakesink.config",
     "Manifest": "lakesink.manifest",

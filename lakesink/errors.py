@@ -301,7 +301,7 @@ class KafkaReadError(LakesinkError):
 
 
 class LocalTaskError(LakesinkError):
-    """A task in a local worker process failed (:mod:`lakesink.driver.local_tasks`): the message is its traceback,
+    """A task in a local worker process failed (:mod:`lakesink.runners.local`): the message is its traceback,
     whose last line names the error, as a Spark task failure's does; the batch commits nothing."""
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.objects.partitioners import Partitioner, PartitionerSettings
     from lakesink.objects.rotation import RotationPolicy
     from lakesink.schemas.registry import RegistrySettings
-    from lakesink.spark import S3Settings
+    from lakesink.store.settings import S3Settings
     from lakesink.store import StoreSettings
 
 __all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec",
@@ -270,7 +270,7 @@ def store_credentials(cfg: "SinkConfig") -> Any:
 def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
     """S3A settings matching the config's object store, so an ``s3a://`` manifest beside the
     archive uses the same endpoint and credentials. None for a ``file://`` store."""
-    from lakesink.spark import S3Settings
+    from lakesink.store.settings import S3Settings
 
     url = cfg.endpoint_url
     if url and url.startswith("file:"):
@@ -312,7 +312,7 @@ def manifest(cfg: "SinkConfig", spark: Any = None):
 def spark_schedules_only(cfg: "SinkConfig") -> bool:
     """Whether a sink run's Spark only schedules Python tasks: the direct reader reads Kafka in them, and
     delta-rs writes the manifest and the metrics table, so no record or table passes through the JVM
-    (:func:`lakesink.spark.get_spark` then starts a local JVM built for a quick start, not for throughput)."""
+    (:func:`lakesink.runtime.spark.get_spark` then starts a local JVM built for a quick start, not for throughput)."""
     from lakesink.manifest.metrics import MetricsTable, metrics_location
 
     metrics = metrics_location(cfg)

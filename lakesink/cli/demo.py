@@ -63,7 +63,7 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
     from lakesink.driver.sink import SinkJob
     from lakesink.errors import DevStackError
     from lakesink import wiring
-    from lakesink.spark import get_spark
+    from lakesink.runtime.spark import get_spark
 
     t0 = time.monotonic()
     with LocalStack() as stack:

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, output) -> ImportResult:
     from lakesink import wiring
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
     from lakesink.config import load_config
     from lakesink.driver.manifest_import import import_archive
     from lakesink.store import open_store

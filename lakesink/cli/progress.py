@@ -3,7 +3,7 @@
 On a terminal a tqdm bar (partitions done of the batch's, with records, bytes and objects archived so far) that
 is cleared when the batch ends (its summary line follows); otherwise a plain line every ``--progress-every``
 (30 s by default: a batch shorter than that prints none, so logs of short batches hold only their summary). The
-numbers come from :func:`lakesink.driver.progress.track`: they grow as the batch's Spark tasks complete.
+numbers come from :func:`lakesink.runners.progress.track`: they grow as the batch's Spark tasks complete.
 """
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ def counts_text(p: Any) -> str:
 
 
 def progress_line(p: Any) -> str:
-    """The plain line of a :class:`~lakesink.driver.progress.Progress`."""
+    """The plain line of a :class:`~lakesink.runners.progress.Progress`."""
     return (f"batch {p.batch_id}: {p.partitions_done}/{p.partitions_total} partitions done, {counts_text(p)}, "
             f"{p.elapsed_s:.0f}s")
 
 
 class ProgressDisplay:
-    """Renders the :class:`~lakesink.driver.progress.Progress` of each batch (call it; :meth:`close` at the end)."""
+    """Renders the :class:`~lakesink.runners.progress.Progress` of each batch (call it; :meth:`close` at the end)."""
 
     def __init__(self, mode: str = "auto", stream: TextIO | None = None, every_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic):

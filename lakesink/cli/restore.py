@@ -50,7 +50,7 @@ def parse_topic_map(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace, output) -> RestoreResult:
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
     from lakesink.config import load_config
     from lakesink.driver.restore import restore
 

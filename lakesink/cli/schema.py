@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _spark(args: argparse.Namespace, cfg):
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
 
     return lambda: session(cfg, args.master)
 

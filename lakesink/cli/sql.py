@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, output) -> TableResult:
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
     from lakesink.config import load_config
     from lakesink.driver.sql import run_query
     from lakesink.errors import InvalidArgumentError

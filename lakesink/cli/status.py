@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, output) -> StatusResult:
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
     from lakesink.config import load_config
     from lakesink.driver.preflight import check_stores
     from lakesink.driver.sink import parse_interval

@@ -25,7 +25,7 @@ def key_of(store, text: str) -> str:
 
 
 def run(args: argparse.Namespace, output) -> VacuumResult:
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
     from lakesink.config import load_config
     from lakesink.driver.preflight import check_stores
     from lakesink.driver.sink import parse_interval

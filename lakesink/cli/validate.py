@@ -35,7 +35,7 @@ def report_table(rep) -> TableResult:
 
 
 def run_validate(args: argparse.Namespace, output) -> TableResult:
-    from lakesink.cli.sink import session
+    from lakesink.runtime.session import session
     from lakesink.config import load_config
     from lakesink.driver.validate import validate
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from lakesink.devstack import (LOOPBACK, ensure_port_free, free_port, log_tail, port_open, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
 from lakesink.errors import DevStackError
-from lakesink.spark import S3Settings
+from lakesink.store.settings import S3Settings
 
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"

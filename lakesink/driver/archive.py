@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FIELDS", "ArchivedObject", "Cut", "RestoredRecord", "iter_objects", "read_object", "read_records",
            "as_config", "resolve_source", "manifest_frame", "select_objects", "split_objects", "object_bytes", "pack_objects",
-           "read_archive", "query_error_line"]
+           "read_archive", "query_error_line", "setting_bytes"]
 
 
 def as_config(config: Any) -> "SinkConfig":
@@ -156,9 +156,9 @@ def pack_objects(sizes: list[int], max_partition_bytes: int = MAX_PARTITION_BYTE
     return tasks
 
 
-def _session_int(spark: "SparkSession", key: str, default: int) -> int:
-    """A byte-size or count setting of the session (``128m``, ``4194304``), or ``default``."""
-    value = spark.conf.get(key, None)
+def setting_bytes(runner: Any, key: str, default: int) -> int:
+    """A byte-size or count setting of the runner's session (``128m``, ``4194304``), or ``default``."""
+    value = runner.setting(key)
     if value is None:
         return default
     text = str(value).strip().lower().rstrip("b")
@@ -170,7 +170,7 @@ def _session_int(spark: "SparkSession", key: str, default: int) -> int:
 
 
 def read_archive(spark: "SparkSession", config_or_manifest: Any, where: str | None = None, *, config: Any = None,
-                 cut: Cut = NO_CUT) -> "DataFrame":
+                 cut: Cut = NO_CUT, runner: Any = None) -> "DataFrame":
     """The archived Kafka records of the committed objects ``where`` selects, as a DataFrame with columns
     topic, partition, offset, timestamp, timestamp_type, key (binary), value (binary), headers
     (array<struct<key:string, value:binary>>); the bytes follow :func:`read_records`' rules per format.
@@ -187,17 +187,21 @@ def read_archive(spark: "SparkSession", config_or_manifest: Any, where: str | No
     ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes``): a task costs tens of milliseconds of
     scheduling whatever it reads, so many small objects are read a few per task, large ones one per task.
     Record order holds within each object (partition, offset); the DataFrame as a whole has no order."""
-    from lakesink.executor.archive_tasks import RECORD_DDL, read_archive_task
+    from lakesink.executor.archive_tasks import RECORD_DDL, arrow_record_schema, read_archive_task
 
+    if runner is None:
+        from lakesink.runners.spark import SparkRunner
+
+        runner = SparkRunner(spark)
     cfg, manifest = resolve_source(spark, config_or_manifest, config)
     objects = select_objects(spark, cfg, manifest, where)
-    if not objects:
-        return spark.createDataFrame([], RECORD_DDL)
-    tasks = pack_objects([object_bytes(o) for o in objects],
-                         _session_int(spark, "spark.sql.files.maxPartitionBytes", MAX_PARTITION_BYTES),
-                         _session_int(spark, "spark.sql.files.openCostInBytes", OPEN_COST_BYTES),
-                         spark.sparkContext.defaultParallelism)
-    groups = [[objects[i] for i in task] for task in tasks]
-    n = len(groups)
-    # range(n) in n slices: one id, one group of objects, per Spark task (no Python RDD, no shuffle)
-    return spark.range(0, n, 1, n).mapInArrow(lambda it: read_archive_task(it, groups, cfg, cut), RECORD_DDL)
+    groups: list[list[ArchivedObject]] = []
+    if objects:
+        tasks = pack_objects([object_bytes(o) for o in objects],
+                             setting_bytes(runner, "spark.sql.files.maxPartitionBytes", MAX_PARTITION_BYTES),
+                             setting_bytes(runner, "spark.sql.files.openCostInBytes", OPEN_COST_BYTES),
+                             runner.parallelism())
+        groups = [[objects[i] for i in task] for task in tasks]
+    # one group of objects per task
+    return runner.frame(lambda ids: read_archive_task(ids, groups, cfg, cut), len(groups), RECORD_DDL,
+                        arrow_record_schema())

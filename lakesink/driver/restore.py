@@ -286,7 +286,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             topic_map: tuple[str, str] | None = None, from_offset: int | None = None, to_offset: int | None = None,
             from_time: Any = None, to_time: Any = None, dry_run: bool = False, name: str | None = None,
             force: bool = False, manifest: Any = None, producer_config: Mapping[str, Any] | None = None,
-            records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0) -> RestoreReport:
+            records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0,
+            runner: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -294,7 +295,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
     ``from_offset`` / ``to_offset`` (inclusive, source offsets, every partition) and ``from_time`` /
     ``to_time`` (ISO-8601, UTC when no zone; inclusive; CreateTime of the records) cut inside objects.
-    ``spark``: a session or a zero-argument callable returning one. ``producer_config``: librdkafka settings
+    ``spark``: a session or a zero-argument callable returning one; ``runner``: what runs the restore's tasks
+    (:mod:`lakesink.runners`; default Spark, in that session). ``producer_config``: librdkafka settings
     added to the config's ``kafka.*`` ones (security, ``bootstrap.servers`` of another cluster, ...)."""
     t0 = time.monotonic()
     if (to_topic is None) == (topic_map is None):
@@ -359,18 +361,19 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     options: dict[str, Any] = {"timeout_s": timeout_s, "again": again}
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
-    n = len(tasks)
-    # range(n) in n slices: one destination partition per Spark task
-    df = session.range(0, n, 1, n).mapInArrow(
-        lambda it: restore_task(it, tasks, cfg, name, producer, cut, options), RESTORE_RESULT_DDL)
-    try:
-        out = df.collect()
+    if runner is None:
+        from lakesink.runners.spark import SparkRunner
+
+        runner = SparkRunner(session)
+    try:  # one destination partition per task
+        out = runner.run(lambda ids: restore_task(ids, tasks, cfg, name, producer, cut, options), len(tasks),
+                         RESTORE_RESULT_DDL)
     except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
         from lakesink.driver.sink import executor_error
 
         raise run_failure(executor_error(e), name) from e
-    for row in out:
-        res = json.loads(row.result)
+    for line in out:
+        res = json.loads(line)
         p = report.partitions[res["id"]]
         p.produced, p.transactions = res["produced"], res["transactions"]
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]

@@ -41,7 +41,7 @@ from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest import CHAIN_KINDS, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
 
 if TYPE_CHECKING:
-    from lakesink.driver.local_tasks import LocalTasks
+    from lakesink.runners import TaskRunner
 
 log = logging.getLogger("lakesink.driver.sink")
 
@@ -115,32 +115,26 @@ class BatchResult:
 # ---------------------------------------------------------------- driver side
 
 
-def local_context(spark) -> Any:
-    """The SparkContext of a session on a local master, else None (a cluster, or Spark Connect without one)."""
-    try:
-        sc = spark.sparkContext
-        return sc if sc.master.startswith("local") else None
-    except Exception:  # noqa: BLE001 - Spark Connect and shared clusters have no SparkContext
-        return None
-
-
 class SinkJob:
     """The sink for one config. All state lives in the manifest; the object itself is disposable."""
 
-    #: Called with a :class:`lakesink.driver.progress.Progress` while a batch's Spark job runs (a CLI display)
+    #: Called with a :class:`lakesink.runners.progress.Progress` while a batch's Spark job runs (a CLI display)
     on_progress: Callable[[Any], None] | None = None
 
     def __init__(self, spark, cfg, run_id: str | None = None, hooks: Hooks | None = None,
-                 tasks: "LocalTasks | None" = None):
-        """``spark``: a SparkSession, or a zero-argument callable returning one, called when a batch first has
-        something to archive (a path manifest is read and committed with delta-rs: planning needs no Spark).
-        ``tasks``: local worker processes that run the direct reader's tasks instead of Spark (the CLI's local
-        engine, :mod:`lakesink.driver.local_tasks`; only for a config whose Spark would only schedule them,
-        :func:`lakesink.wiring.spark_schedules_only`)."""
-        if tasks is not None and not wiring.spark_schedules_only(cfg):
-            raise InvalidArgumentError(f"job {cfg.name!r}: local tasks need kafka.reader=direct and a path "
-                                       "manifest and metrics table (delta-rs); this config needs Spark")
-        self.tasks = tasks
+                 runner: "TaskRunner | None" = None):
+        """``spark``: a SparkSession, or a zero-argument callable returning one, called when a batch first needs
+        it (a path manifest is read and committed with delta-rs: planning needs no Spark). ``runner``: what runs
+        the batch's tasks (:mod:`lakesink.runners`, chosen by :func:`lakesink.runtime.engine.open_engine`);
+        default Spark, in this session."""
+        from lakesink.runners.spark import SparkRunner
+
+        if runner is None:  # the session is started (at most once) by whichever asks first, the job or the runner
+            runner = SparkRunner((lambda: self.spark) if callable(spark) else spark)
+        self.runner = runner
+        why = self.runner.cannot_run(cfg)
+        if why is not None:
+            raise InvalidArgumentError(f"job {cfg.name!r}: {why}")
         from lakesink.driver.kafka_admin import KafkaMetadata
         from lakesink.store import open_store
 
@@ -276,34 +270,25 @@ class SinkJob:
                 cfg.store_kafka_headers or theaders or dlq)
 
     def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
-        """Read and archive ``plans`` on the executors; the collected result rows."""
-        from lakesink.driver.progress import track
-
+        """Read and archive ``plans`` in the runner's tasks; the collected result rows."""
         cfg = self.cfg
-        with track(None if self.tasks is not None else self.spark, self.on_progress, ctx.batch_id,
-                   len(plans)) as tracking:
+        with self.runner.track(self.on_progress, ctx.batch_id, len(plans)) as tracking:
             count = tracking.count
             if tracking.live_to is not None:  # tasks send their live counts there (lakesink.executor.progress)
                 ctx = dataclasses.replace(ctx, progress_to=tracking.live_to)
-            if cfg.kafka_reader == "spark":
+            if cfg.kafka_reader == "spark":  # only a Spark runner runs this config (SparkRunner.map_frame)
                 df, columnar = self._read(plans)
-                return [r.row for r in df.mapInArrow(
-                    lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA).collect()]
+                return self.runner.map_frame(
+                    df, lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA)
             return self._read_direct(plans, ctx, starts, count, tracking.done)
 
     def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter,
                      done: Callable[[list[str]], None] | None = None) -> list[str]:
         """The direct reader (:mod:`lakesink.executor.kafka_reader`): one task per planned range, which reads it
-        with librdkafka and archives it; the result rows. With local tasks (:attr:`tasks`) they run in local
-        worker processes, ``done`` called with each one's rows as it completes; else in Spark.
-
-        On a local master the tasks are a Python RDD's: a cold local driver JVM (every CLI run) then plans no
-        Spark SQL query and converts nothing to Arrow, about a second less of a cold start on two cores (measured
-        by hand: first job 3.1 -> 1.7 s, 1.4 s less JVM CPU). Elsewhere (a cluster, Spark Connect, where a Python
-        RDD may not be allowed) they run under ``spark.range(...).mapInArrow``. Same tasks, same rows."""
+        with librdkafka and archives it; the result rows, ``done`` called with each task's rows as it completes
+        where the runner can tell."""
         from lakesink.executor.columnar import ColumnarPlan
-        from lakesink.executor.archive_tasks import range_ids
-        from lakesink.executor.kafka_reader import read_and_archive, result_rows
+        from lakesink.executor.kafka_reader import read_and_archive
 
         cfg = self.cfg
         plan = ColumnarPlan.for_config(cfg)
@@ -317,14 +302,7 @@ class SinkJob:
             return count(read_and_archive(ids, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
                                           headers, cfg.store_kafka_metadata, cfg.kafka_retry_deadline_ms / 1000.0))
 
-        if self.tasks is not None:
-            return self.tasks.run(lambda i: result_rows(task((i,))), len(ranges), done)
-        sc = local_context(self.spark)
-        if sc is not None:  # n slices of range(n): exactly one id, one Kafka range, per Spark partition
-            return sc.parallelize(range(len(ranges)), len(ranges)).mapPartitions(
-                lambda ids: result_rows(task(ids))).collect()
-        ids = self.spark.range(0, len(ranges), 1, len(ranges))
-        return [r.row for r in ids.mapInArrow(lambda batches: task(range_ids(batches)), RESULT_SCHEMA).collect()]
+        return self.runner.run(task, len(ranges), RESULT_SCHEMA, done)
 
     # -- one batch
     def run_batch(self, flush_tail: bool = False) -> BatchResult:
@@ -346,9 +324,8 @@ class SinkJob:
             # resolve the manifest's transaction ids while the executors work (see Manifest.warm_commit)
             warm = threading.Thread(target=self.manifest.warm_commit, name="lakesink-warm-commit", daemon=True)
             warm.start()
-            if self.tasks is None and callable(self._spark):  # a cold start, timed as its own phase
-                t1 = time.monotonic()
-                self.spark
+            t1 = time.monotonic()
+            if self.runner.prepare():  # a cold start (a session given as a callable), timed as its own phase
                 result.seconds["session"] = time.monotonic() - t1
             t1 = time.monotonic()
             try:
@@ -555,16 +532,6 @@ class SinkJob:
                 return results
 
 
-def run(spark, config, *, once: bool = True, interval_s: float = 30.0, flush_tail: bool = False,
-        stop: threading.Event | None = None) -> list[BatchResult]:
-    """Python API for notebooks and jobs: ``config`` is a SinkConfig, a dict or a config file path."""
-    from lakesink.config import SinkConfig, load_config
-
-    cfg = config if isinstance(config, SinkConfig) else (
-        SinkConfig.from_dict(config) if isinstance(config, dict) else load_config(config))
-    return SinkJob(spark, cfg).run(once=once, interval_s=interval_s, flush_tail=flush_tail, stop=stop)
-
-
 def parse_interval(text: str, what: str = "--interval") -> float:
     """'30s', '5m', '1h', '250ms' or plain seconds → seconds; ``what`` names the option in the error."""
     t = text.strip().lower()
@@ -576,4 +543,4 @@ def parse_interval(text: str, what: str = "--interval") -> float:
     raise InvalidArgumentError(f"{what} {text!r}: expected a duration like 30s, 5m, 1h or 250ms")
 
 
-__all__ = ["SinkJob", "BatchResult", "PartitionPlan", "run", "parse_interval", "executor_error"]
+__all__ = ["SinkJob", "BatchResult", "PartitionPlan", "parse_interval", "executor_error"]

@@ -1,8 +1,8 @@
-"""The ``mapInArrow`` bodies of ``read_archive`` and ``restore`` (they run in Spark's Python workers).
+"""The task bodies of ``read_archive`` and ``restore`` (they run where the job's runner runs tasks).
 
 The driver (:mod:`lakesink.driver.archive`, :mod:`lakesink.driver.restore`) picks the objects from the manifest
-and closes over them; each Spark task gets ids (``spark.range(n, numPartitions=n)``: one id per task) and
-works on the objects (or the destination partition) those ids name:
+and closes over them; each task gets its ids (:mod:`lakesink.runners`: one id per task) and works on the
+objects (or the destination partition) those ids name:
 
 - :func:`read_archive_task`: the records of a group of objects, an Arrow batch of :data:`RECORD_COLUMNS` per object
   (:func:`lakesink.executor.readback.read_records`: ETag and record count verified);
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["RECORD_COLUMNS", "RECORD_DDL", "RESTORE_RESULT_DDL", "arrow_record_schema", "ObjectReader",
-           "records_batch", "range_ids", "read_archive_task", "PartitionJob", "restore_task"]
+           "records_batch", "read_archive_task", "PartitionJob", "restore_task"]
 
 #: read_archive's columns, in order (Spark DDL); ``timestamp`` is the Kafka record timestamp (null when the
 #: object has no record-metadata side file), ``timestamp_type`` CreateTime / LogAppendTime / NoTimestampType
@@ -102,19 +102,13 @@ class ObjectReader:
                                  value_decoder=self.cfg.value_decoder)
 
 
-def range_ids(batches: Iterable["pa.RecordBatch"]) -> Iterator[int]:
-    """The ids a ``spark.range(...).mapInArrow`` task is handed (the first column of its batches)."""
-    for b in batches:
-        yield from b.column(0).to_pylist()
-
-
-def read_archive_task(batches: Iterable["pa.RecordBatch"], groups: list[list[ArchivedObject]], cfg: "SinkConfig",
+def read_archive_task(ids: Iterable[int], groups: list[list[ArchivedObject]], cfg: "SinkConfig",
                       cut: Cut = NO_CUT) -> Iterator["pa.RecordBatch"]:
     """For each id, the records of each object of ``groups[id]``, one batch per object, in order (one group
     per Spark task when the ids are spread so)."""
     reader = ObjectReader(cfg)
     schema = arrow_record_schema()
-    for i in range_ids(batches):
+    for i in ids:
         for obj in groups[i]:
             batch = reader.batch(obj, schema, cut)
             if batch is not None and batch.num_rows:
@@ -134,7 +128,7 @@ class PartitionJob:
     holes: tuple[tuple[int, int], ...] = ()
 
 
-def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], cfg: "SinkConfig", name: str | None,
+def restore_task(ids: Iterable[int], jobs: list[PartitionJob], cfg: "SinkConfig", name: str | None,
                  producer_config: dict, cut: Cut, options: dict) -> Iterator["pa.RecordBatch"]:
     """For each id, restore ``jobs[id]`` (:func:`~lakesink.executor.restore.restore_partition`); one JSON row
     per destination partition: the job's identity and the worker's :class:`RestoreResult` fields."""
@@ -143,7 +137,7 @@ def restore_task(batches: Iterable["pa.RecordBatch"], jobs: list[PartitionJob], 
     from lakesink.executor.restore import restore_partition
 
     reader = ObjectReader(cfg)
-    for i in range_ids(batches):
+    for i in ids:
         job = jobs[i]
         fmt = reader.value_format(job.objects[0]) if job.objects else wiring.value_format(cfg)
         res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,

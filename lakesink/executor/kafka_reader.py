@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from lakesink.errors import KafkaReadError
 
 __all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "arrow_schema",
-           "consumer_config", "record_offsets", "read_range", "read_and_archive", "result_rows"]
+           "consumer_config", "record_offsets", "read_range", "read_and_archive"]
 
 #: a read that makes no progress (no record, no end of range) for this long fails the task; the sink passes
 #: ``kafka.retry.deadline.ms`` (the same default)
@@ -216,20 +216,13 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         consumer.close()
 
 
-def result_rows(batches: Iterable[Any]) -> Iterator[str]:
-    """The result rows (``row`` column) of :func:`read_and_archive`'s Arrow batches, one by one (a Python RDD's
-    elements)."""
-    for b in batches:
-        yield from b.column("row").to_pylist()
-
-
 def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]], cfg, ctx, plans: dict,
                      columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
                      headers: bool, ts_type: bool = False, stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
     """A task's body: for each of its ``ids`` (a Python RDD's elements, or
-    :func:`lakesink.executor.archive_tasks.range_ids` of a ``spark.range`` task), read ``ranges[id]`` (topic,
+    :func:`lakesink.runners.spark.range_ids` of a ``spark.range`` task), read ``ranges[id]`` (topic,
     partition, start, end exclusive) and archive it; a read stalled for ``stall_timeout_s`` fails it. Yields Arrow
-    batches of result rows (:func:`result_rows` gives them one by one)."""
+    batches of result rows (:func:`lakesink.runners.first_column` gives them one by one)."""
     from lakesink.executor.task import archive_partitions
 
     conf = consumer_config(kafka_options, group_id)

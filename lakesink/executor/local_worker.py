@@ -1,4 +1,4 @@
-"""Local worker processes: they run a batch's tasks for :class:`lakesink.driver.local_tasks.LocalTasks`, the
+"""Local worker processes: they run a batch's tasks for :class:`lakesink.runners.local.LocalTasks`, the
 sink's engine on one machine when Spark would only schedule Python tasks there.
 
 ``python -m lakesink.executor.local_worker IN:OUT [IN:OUT ...]`` starts in its own session (a terminal's ^C or a

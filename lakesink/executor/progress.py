@@ -3,7 +3,7 @@
 :func:`counted` wraps a task's result iterator (:func:`lakesink.executor.task.archive_partitions`' JSON rows) and
 adds what they describe -- records read, records and bytes archived, objects, partitions -- to an accumulator of
 :class:`Counts`. Spark merges task updates on the driver as each task completes (one task per Kafka partition),
-which :mod:`lakesink.driver.progress` polls while the batch runs. Between completions, :func:`live_counts` sends
+which :mod:`lakesink.runners.progress` polls while the batch runs. Between completions, :func:`live_counts` sends
 the records a task has read so far to the driver in UDP datagrams (best effort: the display's only live source,
 since PySpark sends a task's accumulator updates when the task ends).
 """

@@ -13,7 +13,7 @@ each worker then starts with them in memory instead of importing them itself -- 
 worker on this project's machine, pandas the largest part (pyarrow imports it on its first conversion of a
 Python list, to check for pandas types).
 
-:func:`lakesink.spark.get_spark` sets it for the local sessions it creates (where lakesink is importable by the
+:func:`lakesink.runtime.spark.get_spark` sets it for the local sessions it creates (where lakesink is importable by the
 workers' interpreter by construction); cluster sessions keep their own daemon.
 """
 from __future__ import annotations

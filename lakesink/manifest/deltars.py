@@ -31,7 +31,7 @@ from lakesink.manifest.table import ManifestSnapshot, PartitionState, commit_tag
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from lakesink.spark import S3Settings
+    from lakesink.store.settings import S3Settings
 
 log = logging.getLogger("lakesink.manifest")
 

@@ -284,7 +284,7 @@ def local_worker_alive(pid: int) -> bool:
 
 def local_workers_of(driver: int) -> list[int]:
     """Pids of the live local workers of driver process ``driver``: the one it started, and those that one
-    forked (lakesink.driver.local_tasks)."""
+    forked (lakesink.runners.local)."""
     import os
 
     workers: dict[int, int] = {}

@@ -51,7 +51,7 @@ def s3():
 @pytest.fixture(scope="session")
 def spark(s3):
     """One local[2] SparkSession for the whole run, with Kafka/Delta/S3A jars and the S3 endpoint configured."""
-    from lakesink.spark import get_spark
+    from lakesink.runtime.spark import get_spark
 
     session = get_spark(
         app_name="lakesink-tests",

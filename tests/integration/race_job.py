@@ -14,7 +14,7 @@ from pathlib import Path
 from lakesink import wiring
 from lakesink.cli.main import main as cli_main
 from lakesink.config import load_config
-from lakesink.spark import get_spark
+from lakesink.runtime.spark import get_spark
 
 if __name__ == "__main__":
     d, config, name = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -1,11 +1,11 @@
-"""The local test session maps the JVM class-data archive scripts/bootstrap built (lakesink.class_archive):
+"""The local test session maps the JVM class-data archive scripts/bootstrap built (lakesink.runtime.class_archive):
 the option is on the driver JVM's command line, and the archive file is mapped into its memory."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from lakesink.class_archive import archive_path
-from lakesink.spark import default_jars_dir
+from lakesink.runtime.class_archive import archive_path
+from lakesink.runtime.spark import default_jars_dir
 
 
 def test_the_session_jvm_maps_the_class_archive(spark):

@@ -160,7 +160,7 @@ import deltalake
 from lakesink.errors import FencedError
 from lakesink.manifest import advance_row
 from lakesink.manifest.deltars import DeltaRsManifest
-from lakesink.spark import S3Settings
+from lakesink.store.settings import S3Settings
 
 loc, s3, run, gate = sys.argv[1], S3Settings(**json.loads(sys.argv[2])), sys.argv[3], sys.argv[4]
 real = deltalake.write_deltalake

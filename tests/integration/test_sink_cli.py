@@ -117,7 +117,7 @@ def _jvms_logging_to(log) -> list[int]:
 
 def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(kafka, s3, bucket, topic_name,
                                                                                  tmp_path):
-    """The sink starts Spark while it plans (lakesink.cli.sink.SessionInAdvance): the JVM appears before the
+    """The sink starts Spark while it plans (lakesink.runtime.session.SessionInAdvance): the JVM appears before the
     batch line, its stdout and stderr are the run's log file (so a caller reading the run's stdout through a pipe
     is not held until the JVM exits), and it is gone after the run -- also after a run with nothing to archive,
     which never asks for it."""

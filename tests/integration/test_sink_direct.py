@@ -55,10 +55,10 @@ def comparable_rows(rows) -> list[dict]:
 @pytest.fixture(scope="module")
 def local_tasks():
     """Two local worker processes (the CLI's local engine), shared by this module's tests."""
-    from lakesink.driver.local_tasks import LocalTasks
+    from lakesink.runners.local import LocalRunner
 
-    with LocalTasks(2) as tasks:
-        yield tasks
+    with LocalRunner(2) as runner:
+        yield runner
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -74,11 +74,11 @@ def test_both_readers_write_identical_archives(spark, kafka, s3, topic_name, fmt
         cfgs[name] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
             **over, "name": f"job-{topic_name}", "flush.size": "40",
             "kafka.reader": "spark" if name == "spark" else "direct"}))
-        job = SinkJob(spark, cfgs[name], tasks=engines[name])
+        job = SinkJob(spark, cfgs[name], runner=engines[name])
         job.run_batch()  # full files only: tails stay open ...
     produce(kafka, topic_name, payloads(50, start=230), partition_of=lambda i: i % 2, headers=True)
     for name in engines:
-        SinkJob(spark, cfgs[name], tasks=engines[name]).run_batch(flush_tail=True)  # ... re-read, then closed
+        SinkJob(spark, cfgs[name], runner=engines[name]).run_batch(flush_tail=True)  # ... re-read, then closed
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
     check_chains(rows["direct"], {(topic_name, 0): 140, (topic_name, 1): 140})
     assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"]) == comparable_rows(rows["local"])
@@ -94,7 +94,7 @@ def test_local_tasks_need_a_config_spark_only_schedules(spark, kafka, s3, bucket
 
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"kafka.reader": "spark"}))
     with pytest.raises(InvalidArgumentError, match="kafka.reader=direct"):
-        SinkJob(spark, cfg, tasks=local_tasks)
+        SinkJob(spark, cfg, runner=local_tasks)
 
 
 def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
@@ -186,7 +186,7 @@ def test_truncated_range_fails_the_batch_and_commits_nothing(spark, kafka, s3, b
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(30), headers=False)
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name))
-    job = SinkJob(spark, cfg, tasks=request.getfixturevalue("local_tasks") if engine == "local" else None)
+    job = SinkJob(spark, cfg, runner=request.getfixturevalue("local_tasks") if engine == "local" else None)
     plan = job.plan
 
     def plan_then_truncate():

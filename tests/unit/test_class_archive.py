@@ -1,4 +1,4 @@
-"""The JVM class-data archive of local Spark sessions (lakesink.class_archive): where it lives, when a
+"""The JVM class-data archive of local Spark sessions (lakesink.runtime.class_archive): where it lives, when a
 session maps it, and that it only ever appears whole (a JVM crashes on a truncated archive)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lakesink import class_archive
-from lakesink.class_archive import archive_path, build, driver_options, enabled, java_options
+from lakesink.runtime import class_archive
+from lakesink.runtime.class_archive import archive_path, build, driver_options, enabled, java_options
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def jars(tmp_path, monkeypatch) -> list[str]:
     d.mkdir(parents=True)
     for name in ("a.jar", "b.jar"):
         (d / name).write_bytes(b"PK" + name.encode())
-    monkeypatch.setattr("lakesink.spark.default_jars_dir", lambda: d)
+    monkeypatch.setattr("lakesink.runtime.spark.default_jars_dir", lambda: d)
     monkeypatch.delenv(class_archive.ENV, raising=False)
     return sorted(str(p) for p in d.glob("*.jar"))
 
@@ -57,16 +57,16 @@ def _fake_dump(payload: bytes | None, rc: int):
 
 def test_build_publishes_the_archive_by_rename_after_a_clean_exit(jars, monkeypatch):
     monkeypatch.setattr(class_archive.subprocess, "run", _fake_dump(b"classes", 0))
-    path, what = build()
+    path, what = build(jars)
     assert path == archive_path(jars) and path.read_bytes() == b"classes" and "wrote" in what
     assert not list(path.parent.glob("*.tmp"))
-    assert build() == (path, f"{path} exists")  # built once
+    assert build(jars) == (path, f"{path} exists")  # built once
 
 
 @pytest.mark.parametrize("payload, rc", [(b"half an arch", 1), (None, 0), (b"", 0)])
 def test_a_failed_or_empty_dump_leaves_no_archive_and_no_temp_file(jars, monkeypatch, payload, rc):
     monkeypatch.setattr(class_archive.subprocess, "run", _fake_dump(payload, rc))
-    path, what = build()
+    path, what = build(jars)
     assert path is None and what.startswith("no archive")
     assert not archive_path(jars).exists() and not list(archive_path(jars).parent.glob("spark-classes-*"))
 
@@ -75,5 +75,5 @@ def test_a_new_build_removes_archives_of_other_jar_sets(jars, monkeypatch):
     old = archive_path(jars).parent / "spark-classes-0000000000000000.jsa"
     old.write_bytes(b"old")
     monkeypatch.setattr(class_archive.subprocess, "run", _fake_dump(b"new", 0))
-    path, _ = build()
+    path, _ = build(jars)
     assert path.read_bytes() == b"new" and not old.exists()

@@ -1,6 +1,6 @@
 """What a cold ``lakesink sink`` does to start sooner: the session starts in advance, alongside the plan
-(lakesink.cli.sink.SessionInAdvance), and a session that only schedules Python tasks gets a JVM built to start
-quickly (lakesink.wiring.spark_schedules_only, lakesink.spark.local_settings)."""
+(lakesink.runtime.session.SessionInAdvance), and a session that only schedules Python tasks gets a JVM built to start
+quickly (lakesink.wiring.spark_schedules_only, lakesink.runtime.spark.local_settings)."""
 from __future__ import annotations
 
 import threading
@@ -8,9 +8,9 @@ import threading
 import pytest
 
 from lakesink import wiring
-from lakesink.cli.sink import SessionInAdvance
+from lakesink.runtime.session import SessionInAdvance
 from lakesink.config import SinkConfig
-from lakesink.spark import SCHEDULER_JVM_OPTIONS, local_settings
+from lakesink.runtime.spark import SCHEDULER_JVM_OPTIONS, local_settings
 
 BASE = {"name": "j", "topics": "t", "flush.size": "3", "s3.bucket.name": "bkt", "manifest.location": "/tmp/m",
         "kafka.bootstrap.servers": "k:9092"}
@@ -34,7 +34,7 @@ def jars(tmp_path, monkeypatch):
     d = tmp_path / "jars" / "spark"
     d.mkdir(parents=True)
     (d / "a.jar").write_bytes(b"PK")
-    monkeypatch.setattr("lakesink.spark.default_jars_dir", lambda: d)
+    monkeypatch.setattr("lakesink.runtime.spark.default_jars_dir", lambda: d)
     monkeypatch.setenv("LAKESINK_CLASS_ARCHIVE", "0")
     return d
 
@@ -100,7 +100,7 @@ def test_the_direct_reader_runs_python_rdd_tasks_only_on_a_local_master():
     """A cold local JVM plans no SQL query for the direct reader (a Python RDD); a cluster or Spark Connect session
     keeps ``spark.range(...).mapInArrow`` (both are run by the integration suite: local sessions, the standalone
     cluster test)."""
-    from lakesink.driver.sink import local_context
+    from lakesink.runners.spark import local_context
 
     assert local_context(_Session("local[2]")).master == "local[2]"
     assert local_context(_Session("spark://127.0.0.1:7077")) is None
@@ -109,11 +109,11 @@ def test_the_direct_reader_runs_python_rdd_tasks_only_on_a_local_master():
 
 def test_both_routes_hand_the_reader_the_same_ids_and_get_the_same_rows():
     """The RDD route gives read_and_archive its partition's ints; the mapInArrow route the ids of its range batches
-    (range_ids); both take the rows out of the Arrow result batches the same way (result_rows)."""
+    (range_ids); both take the rows out of the Arrow result batches the same way (first_column)."""
     import pyarrow as pa
 
-    from lakesink.executor.archive_tasks import range_ids
-    from lakesink.executor.kafka_reader import result_rows
+    from lakesink.runners import first_column as result_rows
+    from lakesink.runners.spark import range_ids
 
     assert list(range_ids([pa.RecordBatch.from_pydict({"id": [3, 4]}), pa.RecordBatch.from_pydict({"id": [5]})])) \
         == [3, 4, 5]

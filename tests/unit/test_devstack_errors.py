@@ -1,4 +1,4 @@
-"""Bad-input paths of lakesink.spark / lakesink.devstack that need no running service."""
+"""Bad-input paths of lakesink.runtime.spark / lakesink.devstack that need no running service."""
 from __future__ import annotations
 
 import socket
@@ -10,7 +10,7 @@ import pytest
 from lakesink import devstack
 from lakesink.devstack import parse_java_version
 from lakesink.errors import DevStackError, LakesinkError
-from lakesink.spark import S3Settings
+from lakesink.store.settings import S3Settings
 
 
 # ------------------------------------------------------------------------------ Java
@@ -69,7 +69,7 @@ def test_kafka_broker_without_java(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------ jars
 def test_spark_jars_dir_missing(tmp_path, monkeypatch):
-    from lakesink import spark as lspark
+    from lakesink.runtime import spark as lspark
 
     monkeypatch.setenv(lspark.JARS_ENV, str(tmp_path / "nope"))
     with pytest.raises(LakesinkError, match="scripts/bootstrap") as e:
@@ -82,7 +82,7 @@ def test_spark_jars_dir_missing(tmp_path, monkeypatch):
 
 
 def test_spark_jars_dir_without_jars(tmp_path, monkeypatch):
-    from lakesink import spark as lspark
+    from lakesink.runtime import spark as lspark
 
     (tmp_path / "README").write_text("no jars here")
     monkeypatch.setenv(lspark.JARS_ENV, str(tmp_path))
@@ -189,7 +189,7 @@ def test_dev_corrupt_state_file(tmp_path, capsys):
 
 
 def test_local_sessions_read_jars_in_place_other_masters_ship_them():
-    from lakesink.spark import jar_conf
+    from lakesink.runtime.spark import jar_conf
 
     jars = ["/j/a.jar", "/j/b.jar"]
     assert jar_conf("local[2]", jars) == {"spark.driver.extraClassPath": "/j/a.jar:/j/b.jar"}

@@ -1,5 +1,5 @@
-"""The sink's local engine (lakesink.driver.local_tasks): tasks in local worker processes instead of Spark when
-Spark would only schedule them; which runs pick it (lakesink.cli.sink.local_workers); the worker's framing."""
+"""The sink's local engine (lakesink.runners.local): tasks in local worker processes instead of Spark when
+Spark would only schedule them; which runs pick it (lakesink.runtime.engine.local_workers); the worker's framing."""
 from __future__ import annotations
 
 import io
@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from lakesink.cli.sink import local_workers
+from lakesink.runtime.engine import local_workers
 from lakesink.config import SinkConfig
-from lakesink.driver.local_tasks import LocalTasks, local_parallelism
-from lakesink.driver.progress import DriverCounts, track
+from lakesink.runners.local import LocalTasks, local_parallelism
+from lakesink.runners.progress import DriverCounts, track
 from lakesink.errors import InvalidArgumentError, LocalTaskError
 from lakesink.executor.local_worker import read_frame, run_task, write_frame
 
@@ -35,7 +35,7 @@ def no_master_env(monkeypatch):
 
 @pytest.mark.parametrize("extra,engine,master,expected", [
     ({}, "auto", "local[2]", 2),                              # Spark would only schedule: local workers
-    ({}, "auto", None, os.cpu_count()),                       # local[*]
+    ({}, "auto", None, len(os.sched_getaffinity(0))),         # local[*]: the CPUs this process may use
     ({}, "local", "local[3]", 3),
     ({}, "spark", "local[2]", None),                          # asked for Spark
     ({}, "auto", "spark://h:7077", None),                     # a cluster
@@ -73,7 +73,7 @@ def test_on_a_cluster_spark_runs_the_tasks(no_master_env, monkeypatch):
 def test_beside_a_session_auto_uses_it_and_local_still_may(no_master_env, monkeypatch):
     """A process that has a local session already (a notebook calling the CLI's main): auto lets that session run
     the tasks; --engine local runs them in local workers all the same."""
-    monkeypatch.setattr("lakesink.spark.starts_local_jvm", lambda: False)
+    monkeypatch.setattr("lakesink.runtime.spark.starts_local_jvm", lambda: False)
     assert local_workers(SinkConfig.from_dict(BASE), "auto", "local[2]") is None
     assert local_workers(SinkConfig.from_dict(BASE), "local", "local[2]") == 2
 
@@ -160,7 +160,7 @@ def test_a_worker_that_dies_fails_its_task(tasks):
 
 DRIVER = """
 import os, sys, time
-from lakesink.driver.local_tasks import LocalTasks
+from lakesink.runners.local import LocalTasks
 t = LocalTasks(2)
 print(*t.run(lambda i: [f"{os.getpid()}:{os.getsid(0)}"], 2), flush=True)
 t.run(lambda i: time.sleep(120), 2)  # both workers mid-task when this driver is killed
@@ -208,7 +208,7 @@ def test_progress_counts_completed_local_tasks():
     from lakesink.executor.task import PartitionStatus, encode_result
 
     seen = []
-    with track(None, seen.append, batch_id=4, partitions=3, poll_s=0.05) as tracking:
+    with track(seen.append, batch_id=4, partitions=3, counter=DriverCounts, host="127.0.0.1", poll_s=0.05) as tracking:
         assert tracking.live_to is not None and tracking.live_to[0] == "127.0.0.1"  # live datagrams: loopback
         tracking.done([encode_result(PartitionStatus("t", 0, 12, 0, 11))])
         tracking.done([encode_result(PartitionStatus("t", 1, 5, 0, 4))])

@@ -9,7 +9,7 @@ import pytest
 
 from lakesink.cli.progress import ProgressDisplay, human_bytes, progress_line
 from lakesink.config import SinkConfig
-from lakesink.driver.progress import LiveReceiver, Progress, track
+from lakesink.runners.progress import LiveReceiver, Progress, track
 from lakesink.driver.sink import BatchResult, PartitionPlan
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.progress import Counts, counted, counts_of, live_counts
@@ -112,8 +112,11 @@ def test_counted_passes_batches_through_and_adds():
     assert acc.value == Counts(2, 24, 20, 246, 2)
 
 
-def test_track_without_a_listener_touches_no_spark():
-    with track(None, None, 0, 3) as tracking:
+def test_track_without_a_listener_makes_no_counter():
+    def counter():
+        raise AssertionError("no listener: no counter")
+
+    with track(None, 0, 3, counter, "127.0.0.1") as tracking:
         it = iter([1])
         assert tracking.count(it) is it and tracking.live_to is None
 
@@ -214,8 +217,10 @@ def test_track_without_a_spark_context_runs_the_batch_without_a_display():
         def sparkContext(self):
             raise RuntimeError("not supported in Spark Connect")
 
+    from lakesink.runners.spark import SparkRunner
+
     seen = []
-    with track(Connect(), seen.append, 0, 3) as tracking:
+    with SparkRunner(Connect()).track(seen.append, 0, 3) as tracking:
         it = iter([1])
         assert tracking.count(it) is it and tracking.live_to is None
     assert seen == []

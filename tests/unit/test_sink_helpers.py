@@ -42,8 +42,9 @@ def test_first_mixed_finds_the_first_row_of_another_topic_partition():
 def test_notebook_api_is_reexported_from_the_package_root():
     import lakesink
     from lakesink.config import load_config
-    from lakesink.driver.sink import SinkJob, run
-    from lakesink.spark import get_spark
+    from lakesink.driver.sink import SinkJob
+    from lakesink.runtime.engine import run
+    from lakesink.runtime.spark import get_spark
 
     assert (lakesink.run, lakesink.SinkJob, lakesink.get_spark, lakesink.load_config) == (run, SinkJob, get_spark,
                                                                                           load_config)

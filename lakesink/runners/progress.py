@@ -1,4 +1,4 @@
-"""A sink batch's progress while its Spark job runs, for a display (:mod:`lakesink.cli.progress`).
+"""A sink batch's progress while its tasks run, for a display (:mod:`lakesink.cli.progress`).
 
 Two sources, polled by one driver thread every :data:`POLL_S`: an accumulator of
 :class:`~lakesink.executor.progress.Counts` that every task adds its archived counts to when it completes
@@ -8,24 +8,23 @@ completed task; records read also arrive live, in UDP datagrams each task sends 
 (:class:`LiveReceiver`; best effort: where executors cannot reach the driver by UDP, the display moves per
 completed task). Records archived, bytes and objects move when a task completes.
 
-Tasks in local worker processes (:mod:`lakesink.driver.local_tasks`, no Spark) have no accumulator: the driver
+Tasks in local worker processes (:mod:`lakesink.runners.local`, no Spark) have no accumulator: the driver
 adds each completed task's rows itself (:attr:`Tracking.done`), and the live datagrams come over the loopback.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
-from lakesink.executor.progress import Counts, CountsParam, counted, counts_of, uncounted
+from lakesink.executor.progress import Counts, counts_of, uncounted
 
-log = logging.getLogger("lakesink.driver.progress")
+log = logging.getLogger("lakesink.runners.progress")
 
-__all__ = ["Progress", "POLL_S", "Tracking", "DriverCounts", "LiveReceiver", "driver_host", "tasks_completed", "track"]
+__all__ = ["Progress", "POLL_S", "Tracking", "Counter", "DriverCounts", "LiveReceiver", "track"]
 
 #: How often the driver looks at the accumulator and the status tracker.
 POLL_S = 0.5
@@ -46,20 +45,6 @@ class Progress:
     done: bool = False
 
 
-def tasks_completed(spark: Any) -> int:
-    """Tasks completed in the session's active stages (0 when the tracker cannot tell)."""
-    try:
-        tracker = spark.sparkContext.statusTracker()
-        total = 0
-        for sid in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(sid)
-            if info is not None:
-                total += info.numCompletedTasks
-        return total
-    except Exception:  # noqa: BLE001 - a display must never fail a batch
-        return 0
-
-
 @dataclass(frozen=True)
 class Tracking:
     """What the tasks of a tracked batch need: ``count`` wraps each task's result iterator
@@ -73,17 +58,36 @@ class Tracking:
 
 
 class DriverCounts:
-    """An accumulator's stand-in for tasks without Spark: the driver adds what each completed task returned."""
+    """The counter of tasks without an accumulator (local workers): the driver adds what each completed task
+    returned (:meth:`add_rows`, the tasks' ``done``)."""
 
     def __init__(self) -> None:
         self.value = Counts()
         self.tasks = 0  # completed, those that read nothing included (one task per planned range)
         self._lock = threading.Lock()
+        self.count = uncounted  # nothing to add in the task
 
     def add_rows(self, rows: list[str]) -> None:
         with self._lock:
             self.value = self.value + counts_of(rows)
             self.tasks += 1
+
+    done = add_rows
+
+    def completed(self) -> int:
+        return self.tasks
+
+
+class Counter(Protocol):
+    """Where a tracked batch's counts come from: ``value`` (the :class:`Counts` so far), ``completed()`` (tasks
+    completed), ``count`` (wraps each task's result iterator, in the task), ``done`` (called by the driver with
+    each completed task's rows)."""
+
+    value: Counts
+    count: Callable[[Iterator[Any]], Iterator[Any]]
+    done: Callable[[list[str]], None]
+
+    def completed(self) -> int: ...
 
 
 class LiveReceiver:
@@ -128,36 +132,18 @@ class LiveReceiver:
         self.sock.close()
 
 
-def driver_host(spark: Any) -> str | None:
-    """The address the executors reach the driver at (None: unknown)."""
-    try:
-        import socket
-
-        host = spark.sparkContext.getConf().get("spark.driver.host")
-        return socket.gethostbyname(host) if host else None
-    except Exception:  # noqa: BLE001
-        return None
-
-
 @contextlib.contextmanager
-def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int, partitions: int,
-          poll_s: float = POLL_S) -> Iterator[Tracking]:
-    """While the body runs the batch's Spark job (``spark`` None: its local tasks), call ``listener`` with its
-    :class:`Progress` every ``poll_s`` and once more, ``done``, when the body succeeded. Yields the
-    :class:`Tracking` the tasks need (its ``count`` is the identity, and nothing is sent, without a listener)."""
-    acc: Any = None
-    if listener is not None and spark is None:
-        acc = DriverCounts()
-    elif listener is not None:
-        try:
-            acc = spark.sparkContext.accumulator(Counts(), CountsParam())
-        except Exception as e:  # noqa: BLE001 - e.g. Spark Connect has no SparkContext: no display, same batch
-            log.debug("no progress display: %s", e)
+def track(listener: Callable[[Progress], None] | None, batch_id: int, partitions: int,
+          counter: Callable[[], Counter | None], host: str | None, poll_s: float = POLL_S) -> Iterator[Tracking]:
+    """While the body runs the batch's tasks, call ``listener`` with its :class:`Progress` every ``poll_s`` and
+    once more, ``done``, when the body succeeded. ``counter`` makes the batch's :class:`Counter` (None: no
+    display); ``host`` is where the tasks can send live counts (None: nowhere). Yields the :class:`Tracking` the
+    tasks need (its ``count`` is the identity, and nothing is sent, without a listener)."""
+    acc = counter() if listener is not None else None
     if acc is None:
         yield Tracking(uncounted)
         return
     live = None
-    host = driver_host(spark) if spark is not None else "127.0.0.1"
     if host is not None:
         try:
             live = LiveReceiver(host)
@@ -169,8 +155,7 @@ def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int
 
     def snapshot(done: bool = False) -> Progress:
         c: Counts = acc.value
-        completed = tasks_completed(spark) if spark is not None else acc.tasks
-        done_tasks[0] = max(done_tasks[0], c.partitions, completed)
+        done_tasks[0] = max(done_tasks[0], c.partitions, acc.completed())
         read = c.records_read if done or live is None else max(c.records_read, live.records_read())
         return Progress(batch_id, partitions, min(partitions, partitions if done else done_tasks[0]),
                         read, c.records, c.bytes, c.objects, time.monotonic() - t0, done)
@@ -193,11 +178,7 @@ def track(spark: Any, listener: Callable[[Progress], None] | None, batch_id: int
     thread.start()
     ok = False
     try:
-        live_to = live.address if live is not None else None
-        if isinstance(acc, DriverCounts):
-            yield Tracking(uncounted, live_to, acc.add_rows)
-        else:
-            yield Tracking(functools.partial(counted, acc=acc), live_to)
+        yield Tracking(acc.count, live.address if live is not None else None, acc.done)
         ok = True
     finally:
         stop.set()

@@ -16,17 +16,21 @@ whatever way the driver ends.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
 import selectors
 import subprocess
 import sys
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from lakesink.errors import LocalTaskError
 
-__all__ = ["LocalTasks", "local_parallelism"]
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.runners import TaskFn
+
+__all__ = ["LocalTasks", "LocalRunner", "local_parallelism"]
 
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
 
@@ -205,3 +209,61 @@ class LocalTasks:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class LocalRunner:
+    """The :class:`~lakesink.runners.TaskRunner` of local worker processes: ``parallelism`` workers (a
+    :class:`LocalTasks`, started now), ``output`` a file descriptor for their stderr. Only for configs whose
+    Spark would only schedule Python tasks (:func:`lakesink.wiring.spark_schedules_only`)."""
+
+    name = "local"
+
+    def __init__(self, parallelism: int, output: int | None = None):
+        self.tasks = LocalTasks(parallelism, output=output)
+        self._parallelism = parallelism
+
+    def cannot_run(self, cfg: Any) -> str | None:
+        from lakesink import wiring
+
+        if wiring.spark_schedules_only(cfg):
+            return None
+        return ("local tasks need kafka.reader=direct and a path manifest and metrics table (delta-rs); this "
+                "config needs Spark")
+
+    def prepare(self) -> bool:
+        return False  # the workers started with the runner
+
+    def run(self, fn: "TaskFn", n: int, schema: str, on_done: Callable[[list[str]], None] | None = None) -> list[str]:
+        from lakesink.runners import first_column
+
+        return self.tasks.run(lambda i: list(first_column(fn((i,)))), n, on_done)
+
+    def frame(self, fn: "TaskFn", n: int, schema: str, arrow_schema: Any) -> Any:
+        import pyarrow as pa
+
+        batches = self.tasks.run(lambda i: list(fn((i,))), n)
+        return pa.Table.from_batches(batches, schema=arrow_schema)
+
+    def parallelism(self) -> int:
+        return self._parallelism
+
+    def setting(self, key: str) -> str | None:
+        return None  # no session: defaults apply
+
+    @contextlib.contextmanager
+    def track(self, listener: Any, batch_id: int, partitions: int) -> Iterator[Any]:
+        from lakesink.runners.progress import DriverCounts, track
+
+        with track(listener, batch_id, partitions, DriverCounts, "127.0.0.1") as tracking:
+            yield tracking
+
+    def close(self) -> None:
+        """End the workers."""
+        self.tasks.close()
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

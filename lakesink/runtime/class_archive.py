@@ -4,8 +4,8 @@ A cold ``lakesink`` command spends seconds of its Spark start loading and verify
 (Spark, Delta, Hadoop, the AWS SDK). Java 17's dynamic CDS archive holds them pre-parsed: a local session
 started with ``-XX:SharedArchiveFile`` maps it instead (measured by hand here: session 6.2 → 4.2-5.0 s, first
 job 3.5 → 2.4 s). :func:`build` writes one by running a short session with ``-XX:ArchiveClassesAtExit``
-(``scripts/bootstrap`` calls it; ``python -m lakesink.class_archive`` does the same), and
-:func:`lakesink.spark.get_spark` uses it for local masters when it is there.
+(``scripts/bootstrap`` calls it; ``python -m lakesink.runtime.class_dump`` does the same), and
+:func:`lakesink.runtime.spark.get_spark` uses it for local masters when it is there.
 
 Safety: a JVM maps a *truncated* archive and crashes (SIGBUS, tried here), so an archive only ever appears
 under its final name by ``os.replace`` after the JVM that wrote it exited with status 0. Its name carries
@@ -20,15 +20,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-__all__ = ["ENV", "archive_path", "java_options", "driver_options", "enabled", "build", "main"]
+__all__ = ["ENV", "QUIET", "archive_path", "java_options", "driver_options", "enabled", "build"]
 
 #: ``0`` (or ``false``/``no``) disables the archive: neither used nor built
 ENV = "LAKESINK_CLASS_ARCHIVE"
 #: the JVM's own CDS messages (an archive it cannot use) stay off the user's terminal
-_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def enabled() -> bool:
@@ -54,7 +53,7 @@ def archive_path(jars: list[str]) -> Path | None:
 
 def java_options(archive: Path) -> str:
     """The driver JVM options that map ``archive``."""
-    return f"-XX:SharedArchiveFile={archive} {_QUIET}"
+    return f"-XX:SharedArchiveFile={archive} {QUIET}"
 
 
 def driver_options(jars: list[str], given: str = "") -> str:
@@ -66,12 +65,10 @@ def driver_options(jars: list[str], given: str = "") -> str:
     return f"{java_options(archive)} {given}".strip()
 
 
-def build(timeout_s: float = 600) -> tuple[Path | None, str]:
-    """Build the archive for the default jar directory unless it exists: (path or None, what happened).
-    Runs the session in a child process (a JVM per archive) and never raises for a JVM that cannot dump."""
-    from lakesink.spark import default_jars_dir
-
-    jars = sorted(str(p) for p in default_jars_dir().glob("*.jar"))
+def build(jars: list[str], timeout_s: float = 600) -> tuple[Path | None, str]:
+    """Build the archive for local sessions with ``jars`` unless it exists: (path or None, what happened).
+    Runs the session in a child process (``python -m lakesink.runtime.class_dump``, a JVM per archive) and never
+    raises for a JVM that cannot dump."""
     final = archive_path(jars)
     if final is None:
         return None, "no jars"
@@ -81,7 +78,7 @@ def build(timeout_s: float = 600) -> tuple[Path | None, str]:
         stale.unlink(missing_ok=True)
     tmp = final.with_name(f"{final.name}.{os.getpid()}.tmp")
     try:
-        proc = subprocess.run([sys.executable, "-m", "lakesink.class_archive", "--dump", str(tmp)],
+        proc = subprocess.run([sys.executable, "-m", "lakesink.runtime.class_dump", "--dump", str(tmp)],
                               capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -92,48 +89,3 @@ def build(timeout_s: float = 600) -> tuple[Path | None, str]:
         return None, f"no archive: the dump took over {timeout_s:g}s"
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _dump(tmp: str) -> int:
-    """The child of :func:`build`: a local session doing what a sink batch does on the driver's JVM (a Delta
-    table written and read, a Python UDF over Arrow, SQL), then the JVM's exit, which writes ``tmp``."""
-    os.environ[ENV] = "0"  # this session writes the archive; it must not map an old one
-    from lakesink.spark import get_spark
-
-    spark = get_spark("lakesink-class-archive", master="local[1]",
-                      conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={tmp} {_QUIET}",
-                            "spark.ui.showConsoleProgress": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
-    work = tempfile.mkdtemp(prefix="lakesink-class-archive-")
-    try:
-        df = spark.range(1000).selectExpr("id", "cast(id as string) as s", "current_timestamp() as ts")
-        df.write.format("delta").save(os.path.join(work, "t"))
-        spark.read.format("delta").load(os.path.join(work, "t")).groupBy("s").count().collect()
-        spark.range(100).mapInArrow(lambda batches: batches, "id long").collect()
-        spark.sql("select 1 as x").collect()
-    finally:
-        gateway = spark.sparkContext._gateway  # noqa: SLF001 - the JVM process pyspark started
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    proc = getattr(gateway, "proc", None)
-    if proc is None:
-        return 1
-    proc.stdin.close()  # pyspark's gateway server exits on EOF: System.exit, which dumps the classes
-    return proc.wait(timeout=300)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m lakesink.class_archive``: build the archive for the default jar directory."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--dump"] and len(argv) == 2:
-        return _dump(argv[1])
-    if not enabled():
-        print(f"class archive: off ({ENV}={os.environ.get(ENV)})")
-        return 0
-    path, what = build()
-    print(f"class archive: {what}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,7 +10,7 @@ Two modes, chosen by :func:`get_spark`:
   in local mode, or as ``spark.jars`` for another master (:func:`jar_conf`)
   (materialised by ``scripts/bootstrap``) -- Kafka source, Avro, Delta, S3A + AWS SDK;
 - the Delta SQL extension and catalog;
-- in local mode, the JVM class-data archive ``scripts/bootstrap`` builds (:mod:`lakesink.class_archive`), when
+- in local mode, the JVM class-data archive ``scripts/bootstrap`` builds (:mod:`lakesink.runtime.class_archive`), when
   it is there, mapped by the driver JVM (its options go before any ``spark.driver.extraJavaOptions`` given);
 - ``spark.ui.enabled=false``, ``spark.sql.shuffle.partitions=4`` and
   ``spark.databricks.delta.snapshotPartitions=4`` (Delta's default 50 makes every log replay of a small
@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
 
 from lakesink.errors import LakesinkError
+from lakesink.store.settings import S3Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -42,9 +41,6 @@ JARS_ENV = "LAKESINK_JARS_DIR"
 CLUSTER_ENV = "LAKESINK_USE_CLUSTER_JARS"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-SIMPLE_CREDENTIALS = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-TEMPORARY_CREDENTIALS = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"  # keys + session token
 
 
 #: Driver JVM options of a local session that only schedules Python tasks (``get_spark(scheduler_only=True)``):
@@ -53,116 +49,13 @@ TEMPORARY_CREDENTIALS = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvide
 #: 4.0 -> 3.1 s, first Python job 2.4 -> 1.9 s).
 SCHEDULER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
-#: Bounded S3A retries for a Spark-engine manifest: S3A's defaults retry a dead endpoint for many minutes (a
-#: scheduler sees a hung job); these give up within about two minutes, throttling included. In cluster mode they
-#: apply only where the cluster has not set them.
-S3A_RETRY_CONF = {
-    "fs.s3a.attempts.maximum": "3",                     # SDK-level attempts per request
-    "fs.s3a.retry.limit": "4",                          # S3A-level retries of other failures
-    "fs.s3a.retry.interval": "500ms",
-    "fs.s3a.retry.throttle.limit": "20",                # 503 SlowDown: more patience, still bounded
-    "fs.s3a.retry.throttle.interval": "1000ms",
-    "fs.s3a.connection.establish.timeout": "5s",
-    "fs.s3a.connection.timeout": "60s",
-    "fs.s3a.connection.request.timeout": "120s",
-}
-
-
-@dataclass(frozen=True)
-class S3Settings:
-    """Where S3 is and how to sign requests. ``repr``/``str`` never show the keys.
-
-    ``endpoint_url=None`` means AWS itself (region endpoint); ``access_key=None`` means "use the default
-    credential chain" (instance profile, env vars, ...). ``path_style`` is needed by most S3 emulators.
-    """
-
-    endpoint_url: str | None = None
-    access_key: str | None = None
-    secret_key: str | None = None
-    region: str = "us-east-1"
-    path_style: bool = True
-    session_token: str | None = field(default=None, repr=False)  # s3.credentials.source=session
-
-    def __repr__(self) -> str:
-        hide = lambda v: None if v is None else "***"  # noqa: E731
-        return (
-            f"S3Settings(endpoint_url={self.endpoint_url!r}, access_key={hide(self.access_key)!r}, "
-            f"secret_key={hide(self.secret_key)!r}, region={self.region!r}, path_style={self.path_style!r})"
-        )
-
-    __str__ = __repr__
-
-    def hadoop_conf(self) -> dict[str, str]:
-        """The Hadoop (S3A) keys, without the ``spark.hadoop.`` prefix and without the keys themselves
-        (:meth:`credential_conf`): these may go on a command line, credentials never do."""
-        c: dict[str, str] = {
-            "fs.s3.impl": S3A_FS,
-            "fs.s3a.impl": S3A_FS,
-            "fs.s3a.path.style.access": "true" if self.path_style else "false",
-            "fs.s3a.endpoint.region": self.region,
-            **S3A_RETRY_CONF,
-        }
-        if self.endpoint_url:
-            c["fs.s3a.endpoint"] = self.endpoint_url
-            scheme = urlparse(self.endpoint_url).scheme
-            c["fs.s3a.connection.ssl.enabled"] = "false" if scheme == "http" else "true"
-        if self.access_key is not None and self.secret_key is not None:
-            c["fs.s3a.aws.credentials.provider"] = TEMPORARY_CREDENTIALS if self.session_token else SIMPLE_CREDENTIALS
-        return c
-
-    def credential_conf(self) -> dict[str, str]:
-        """Static keys for S3A's SimpleAWSCredentialsProvider; empty = the default credential chain.
-
-        They are set on the running JVM's Hadoop configuration (:func:`set_credentials`), never passed as
-        ``spark.hadoop.*`` builder settings: PySpark launches the JVM with every builder setting as a
-        ``--conf`` argument, readable by any local user through ``ps`` for the life of the run."""
-        if self.access_key is None or self.secret_key is None:
-            return {}
-        keys = {"fs.s3a.access.key": self.access_key, "fs.s3a.secret.key": self.secret_key}
-        if self.session_token:
-            keys["fs.s3a.session.token"] = self.session_token
-        return keys
-
-    def object_store_options(self) -> dict[str, str]:
-        """delta-rs (object_store) storage options for the same endpoint, region and keys. They hold the keys:
-        passed in-process only, never logged (the manifest's ``repr`` hides them)."""
-        opts = {"AWS_REGION": self.region,
-                "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false" if self.path_style else "true"}
-        if self.endpoint_url:
-            opts["AWS_ENDPOINT_URL"] = self.endpoint_url
-            if urlparse(self.endpoint_url).scheme == "http":
-                opts["AWS_ALLOW_HTTP"] = "true"
-        if self.access_key is not None and self.secret_key is not None:
-            opts["AWS_ACCESS_KEY_ID"] = self.access_key
-            opts["AWS_SECRET_ACCESS_KEY"] = self.secret_key
-            if self.session_token:
-                opts["AWS_SESSION_TOKEN"] = self.session_token
-        return opts
-
-    def boto3_kwargs(self) -> dict:
-        """Keyword arguments for ``boto3.client("s3", **kw)`` (path-style addressing when asked)."""
-        from botocore.config import Config
-
-        kw: dict = {
-            "region_name": self.region,
-            "config": Config(s3={"addressing_style": "path" if self.path_style else "auto"}),
-        }
-        if self.endpoint_url:
-            kw["endpoint_url"] = self.endpoint_url
-        if self.access_key is not None:
-            kw["aws_access_key_id"] = self.access_key
-            kw["aws_secret_access_key"] = self.secret_key
-            kw["aws_session_token"] = self.session_token
-        return kw
-
-
 def default_jars_dir() -> Path:
     """``$LAKESINK_JARS_DIR`` or ``<checkout>/.cache/jars/spark``; LakesinkError if it holds no jar."""
     env = os.environ.get(JARS_ENV)
     if env:
         path, source = Path(env), f"${JARS_ENV}"
     else:
-        path, source = Path(__file__).resolve().parents[1] / ".cache" / "jars" / "spark", "the checkout"
+        path, source = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark", "the checkout"
     if not path.is_dir() or not any(path.glob("*.jar")):
         raise LakesinkError(
             f"no Spark jars (Kafka source, Delta, S3A) in {path} (from {source}): run scripts/bootstrap "
@@ -293,7 +186,7 @@ def local_settings(app_name: str, master: str | None, s3: S3Settings | None = No
     if scheduler_only:  # given options come after ours: a later -XX wins
         options = f"{SCHEDULER_JVM_OPTIONS} {options}".strip()
     if master.startswith("local"):  # the driver JVM maps the classes of the class archive, when built
-        from lakesink.class_archive import driver_options
+        from lakesink.runtime.class_archive import driver_options
 
         options = driver_options(jars, options)
     if options:
@@ -391,5 +284,5 @@ def _try_set(spark: "SparkSession", key: str, value: str) -> None:
         pass
 
 
-__all__ = ["S3Settings", "get_spark", "spark_master", "cluster_environment", "local_settings", "launch_jvm_detached", "starts_local_jvm",
+__all__ = ["get_spark", "spark_master", "cluster_environment", "local_settings", "launch_jvm_detached", "starts_local_jvm",
            "SCHEDULER_JVM_OPTIONS", "jar_conf", "set_credentials", "default_jars_dir", "JARS_ENV", "CLUSTER_ENV"]
