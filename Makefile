@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # dealt out whole (--dist loadfile). PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: help bootstrap jars test unit integration demo dev-up dev-down dev-status
+.PHONY: help bootstrap jars test unit integration docs demo dev-up dev-down dev-status
 
 help:
 	@echo "make demo        start the local stack, archive a topic with the sink, show objects + manifest, stop"
@@ -19,6 +19,7 @@ help:
 	@echo "make unit        unit tests only (no services)"
 	@echo "make integration integration tests only (Kafka broker, S3 endpoint, Spark)"
 	@echo "make jars        (re)materialise .cache/jars with Maven"
+	@echo "make docs        build the docs site (mkdocs.yml, strict: broken links fail) into .cache/site"
 	@echo "make dev-up      lakesink dev up   (background Kafka + S3; state in .lakesink/)"
 	@echo "make dev-down    lakesink dev down"
 	@echo "make dev-status  lakesink dev status"
@@ -38,6 +39,10 @@ unit: bootstrap
 
 integration: bootstrap
 	$(PYTEST) -q $(PYTEST_ARGS) tests/integration
+
+# The docs site, built as tests/unit/test_docs_site.py builds it in make test (strict: a broken link or anchor fails).
+docs: bootstrap
+	$(PY) -m mkdocs build --strict --site-dir .cache/site
 
 demo: bootstrap
 	$(VENV)/bin/lakesink demo
