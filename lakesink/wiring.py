@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.store import StoreSettings
 
 __all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec",
-           "value_format", "keys_format", "headers_format", "metadata_format", "key_extensions", "load_value_schema",
+           "value_compression", "value_format", "keys_format", "headers_format", "metadata_format", "key_extensions",
+           "load_value_schema",
            "registry_settings", "decoder_spec", "value_decoder_instance", "key_decoder_instance", "store_settings",
            "s3_settings", "manifest", "spark_schedules_only"]
 
@@ -89,26 +90,30 @@ def keys_have_schemas(cfg: "SinkConfig") -> bool:
     """Whether stored keys carry a schema (decoded from Confluent wire format, Avro or Protobuf) into a keys side
     file with one writer schema (Avro, Parquet): the records then hand their key schema to the keys writer and a
     new key schema starts new files."""
-    return bool(cfg.store_kafka_keys and cfg.key_decoder in ("avro", "protobuf")
-                and registry.canonical("format", cfg.keys_format_name) in ("avro", "parquet"))
+    key = registry.canonical("format", cfg.keys_format_name)
+    return bool(cfg.store_kafka_keys and cfg.key_decoder in ("avro", "protobuf") and key is not None
+                and registry.load("format", key).schema_per_file)
 
 
 # ----------------------------------------------------------------------------- formats
 
+def _format_class(name: str) -> Any:
+    key = registry.canonical("format", name)
+    if key is None:
+        raise InvalidArgumentError(f"unknown format {name!r}")
+    return registry.load("format", key)
+
+
 def format_spec(cfg: "SinkConfig", name: str) -> tuple[str, dict[str, Any]]:
-    """``(format name, options)`` for ``lakesink.objects.formats.create`` (value/keys/headers)."""
-    comp = {"compression": cfg.s3_compression_type, "compression_level": cfg.s3_compression_level}
-    if name == "avro":
-        return "avro", {"codec": cfg.avro_codec}
-    if name == "json":
-        return "json", comp
-    if name == "bytearray":
-        return "bytearray", {"separator": cfg.bytearray_separator, "extension": cfg.bytearray_extension, **comp}
-    if name == "parquet":
-        return "parquet", {"codec": cfg.parquet_codec}
-    if name == "blockgzip":
-        return "blockgzip", {"block_size": cfg.blockgzip_block_size, "compression": cfg.blockgzip_compression}
-    raise InvalidArgumentError(f"unknown format {name!r}")
+    """``(format name, options)`` for ``lakesink.objects.formats.create`` (value/keys/headers): the format
+    class's own :meth:`~lakesink.objects.formats.base.Format.options_from`."""
+    cls = _format_class(name)
+    return cls.name, cls.options_from(cfg)
+
+
+def value_compression(cfg: "SinkConfig") -> str | None:
+    """The compression the value objects are written with (the manifest's ``compression`` column)."""
+    return _format_class(cfg.format_name).compression_from(cfg)
 
 
 def _create_format(cfg: "SinkConfig", name: str) -> Any:
@@ -145,7 +150,7 @@ def key_extensions(cfg: "SinkConfig") -> "KeyExtensions":
         value=value_format(cfg).extension,
         keys=keys_format(cfg).extension if cfg.store_kafka_keys else None,
         headers=headers_format(cfg).extension if cfg.store_kafka_headers else None,
-        index=cfg.format_name == "blockgzip",
+        index=_format_class(cfg.format_name).has_index,
         metadata=metadata_format(cfg).extension if cfg.store_kafka_metadata else None,
     )
 

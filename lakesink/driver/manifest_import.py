@@ -59,11 +59,6 @@ class ImportReport:
         return sum(o.records for o in self.imported)
 
 
-def _compression(cfg) -> str | None:
-    return {"avro": cfg.avro_codec, "parquet": cfg.parquet_codec,
-            "blockgzip": cfg.blockgzip_compression}.get(cfg.format_name, cfg.s3_compression_type)
-
-
 def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_run: bool = False) -> ImportReport:
     """Commit manifest rows for the config's objects under ``prefix`` (default: ``topics.dir``) that no manifest
     row references yet; see the module docstring. ``spark``: a session or a callable returning one (only a
@@ -76,7 +71,7 @@ def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_ru
     naming = wiring.naming(cfg)
     fmt = wiring.value_format(cfg)
     exts = KeyExtensions(value=fmt.extension, keys=wiring.keys_format(cfg).extension,
-                         headers=wiring.headers_format(cfg).extension, index=cfg.format_name == "blockgzip",
+                         headers=wiring.headers_format(cfg).extension, index=fmt.has_index,
                          metadata=METADATA_EXTENSION)
     store = open_store(wiring.store_settings(cfg))
     manifest = wiring.manifest(cfg, spark)
@@ -127,7 +122,7 @@ def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_ru
         files = tuple(SideFile(view, i.key, i.etag, i.version_id, i.size) for view, i in sorted(side_infos.items()))
         row = object_row(parsed.topic, parsed.partition, first, last, first_offset=first, last_offset=last,
                          record_count=count, encoded_partition=parsed.encoded_partition, object_key=key,
-                         object_uri=store.uri(key), side_files=files, format=fmt.name, compression=_compression(cfg),
+                         object_uri=store.uri(key), side_files=files, format=fmt.name, compression=wiring.value_compression(cfg),
                          size_bytes=info.size, etag=info.etag, version_id=info.version_id, min_timestamp_ms=tmin,
                          max_timestamp_ms=tmax)
         found.setdefault((parsed.topic, parsed.partition), []).append(row)

@@ -327,7 +327,7 @@ class PartitionArchiver:
             object_key=value.key, object_uri=self.store.uri(value.key),
             side_files=tuple(SideFile(view, res.key, _etag(res), getattr(res, "version_id", None), res.size)
                              for view, res in sides),
-            format=self.formats[RecordView.VALUE].name, compression=_compression(self.cfg), size_bytes=value.size,
+            format=self.formats[RecordView.VALUE].name, compression=wiring.value_compression(self.cfg), size_bytes=value.size,
             etag=_etag(value), version_id=getattr(value, "version_id", None), min_timestamp_ms=fs.min_timestamp,
             max_timestamp_ms=fs.max_timestamp, schema=fs.schema, kafka_cluster_id=self.ctx.cluster_id,
             topic_id=self.ctx.topic_ids.get(self.topic))
@@ -340,11 +340,6 @@ class _PartitionOnly:
 
     topic: str
     partition: int
-
-
-def _compression(cfg) -> str:
-    return {"avro": cfg.avro_codec, "parquet": cfg.parquet_codec,
-            "blockgzip": cfg.blockgzip_compression}.get(cfg.format_name, cfg.s3_compression_type)
 
 
 def _etag(res: WrittenObject | PendingWrite) -> str | None:

@@ -111,20 +111,13 @@ class ColumnarPlan:
             return None
         if cfg.store_kafka_keys or cfg.store_kafka_headers or cfg.key_decoder != "bytes":
             return None
-        fmt, dec = wiring.value_format(cfg), wiring.value_decoder_instance(cfg)
-        if fmt.name == "bytearray" and dec.name == "bytes":
-            return cls("bytes")
-        if (fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and not dec.wire_format
-                and dec.fixed_schema is not None):
-            return cls("avro", json.dumps(dec.fixed_schema.avro))
-        if fmt.name == "avro" and fmt.fast_path and dec.name == "avro" and dec.wire_format and dec.fixed_schema is None:
-            return cls("avro_wire")
-        if (fmt.name == "parquet" and dec.name == "avro" and not dec.wire_format and dec.fixed_schema is not None
-                and spark_decodes_alike(dec.fixed_schema.avro)):
-            return cls("parquet", json.dumps(dec.fixed_schema.avro))
-        if fmt.name == "json" and dec.name == "json" and not dec.envelope and fmt.decimal_format == "BASE64":
-            return cls("json")
-        return None
+        dec = wiring.value_decoder_instance(cfg)
+        kind = wiring.value_format(cfg).columnar_kind(dec)  # the format's rule (Format.columnar_kind)
+        if kind in ("avro", "parquet"):
+            if kind == "parquet" and not spark_decodes_alike(dec.fixed_schema.avro):
+                return None
+            return cls(kind, json.dumps(dec.fixed_schema.avro))
+        return None if kind is None else cls(kind)
 
     def spark_columns(self) -> list:
         """Columns the Kafka read adds for this plan (over its ``value`` column)."""

@@ -7,20 +7,12 @@ recorded, so an object replaced after the commit fails loudly; record counts are
 row. Orphans are invisible by construction: only manifest rows are read. (``lakesink.driver.archive``
 re-exports these names for callers on the driver.)
 
-Record bytes, per value format (the README's table):
-
-============  =====================================================================================
-bytearray     the value bytes, exactly
-json          the line as archived (UTF-8, without its newline); ``value_decoder="string"``: the
-              JSON string's text (the archive wrote a string value as a JSON string)
-blockgzip     the line as archived (UTF-8)
-avro          the datum bytes as archived (the writer schema's Avro binary), framed in Confluent's
-              wire format (magic 0 + 4-byte schema id) when the row has a ``schema_id``, bare
-              otherwise; a schemaless file (writer schema ``bytes``/``string``, from the bytes or
-              string decoder) gives the value's own bytes
-parquet       each row re-encoded as Avro binary with the schema the file was written from (its
-              ``parquet.avro.schema`` footer), framed like Avro
-============  =====================================================================================
+Record bytes are each format's rule (the README's table; :func:`record_bytes_rules`):
+:meth:`Format.record_bytes <lakesink.objects.formats.base.Format.record_bytes>` for values (ByteArray: the
+bytes exactly; JSON and Block-GZIP: the archived line; Avro: the datum as stored, framed in Confluent's wire
+format when the row has a ``schema_id``; Parquet: the row re-encoded as Avro binary of the file's schema),
+:meth:`~lakesink.objects.formats.base.Format.key_bytes` for keys and
+:meth:`~lakesink.objects.formats.base.Format.header_columns` for a column-at-a-time headers reader.
 
 Keys (``.keys`` side file): bytes as stored; strings as UTF-8; with ``key_decoder="json"`` the key's
 compact JSON text; a JSON keys file holds bytes keys as base64, decoded back for ``key_decoder="bytes"``;
@@ -42,17 +34,16 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
+from lakesink import registry
+from lakesink.executor.cut import NO_CUT, Cut  # re-exported: callers import them from here
 from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgumentError, LakesinkError,
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
                              RecordCountMismatchError)
 from lakesink.objects.formats.base import RecordView
-from lakesink.objects.records import SOURCE_ATTR
 from lakesink.manifest.rows import to_ms
-from lakesink.schemas.avro import value_converter
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
            "read_records", "read_record_batch", "record_bytes_rules"]
@@ -193,50 +184,6 @@ def iter_objects(rows: Iterable[Any]) -> Iterator[ArchivedObject]:
 # --------------------------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True)
-class Cut:
-    """Which records to take: offsets in ``[from_offset, to_offset]`` and timestamps in ``[from_ts, to_ts]``
-    (epoch ms; None = unbounded). With a time bound, records without a timestamp are left out."""
-
-    from_offset: int | None = None
-    to_offset: int | None = None
-    from_ts: int | None = None
-    to_ts: int | None = None
-
-    @property
-    def by_time(self) -> bool:
-        return self.from_ts is not None or self.to_ts is not None
-
-    def admits(self, offset: int | None, ts: int | None) -> bool:
-        """Whether one record is inside the cut."""
-        if offset is not None and ((self.from_offset is not None and offset < self.from_offset)
-                                   or (self.to_offset is not None and offset > self.to_offset)):
-            return False
-        if self.by_time:
-            if ts is None:
-                return False
-            if (self.from_ts is not None and ts < self.from_ts) or (self.to_ts is not None and ts > self.to_ts):
-                return False
-        return True
-
-    def object_overlap(self, obj: ArchivedObject) -> bool | None:
-        """From the manifest row alone: False if no record of ``obj`` can be in the cut, True if every record
-        is, None if the cut may fall inside the object."""
-        lo, hi = obj.first_offset, obj.last_offset
-        if (self.from_offset is not None and hi < self.from_offset) or (self.to_offset is not None and lo > self.to_offset):
-            return False
-        inside = (self.from_offset is None or lo >= self.from_offset) and (self.to_offset is None or hi <= self.to_offset)
-        if self.by_time:
-            tmin, tmax = obj.min_timestamp_ms, obj.max_timestamp_ms
-            if tmin is None or tmax is None:
-                return None
-            if (self.from_ts is not None and tmax < self.from_ts) or (self.to_ts is not None and tmin > self.to_ts):
-                return False
-            inside = inside and (self.from_ts is None or tmin >= self.from_ts) and (self.to_ts is None or tmax <= self.to_ts)
-        return True if inside else None
-
-
-NO_CUT = Cut()
 
 
 class RestoredRecord(NamedTuple):
@@ -254,139 +201,9 @@ class RestoredRecord(NamedTuple):
 
 
 def record_bytes_rules() -> dict[str, str]:
-    """Per value format, what :func:`read_records` returns as the value bytes (for docs and CLIs)."""
-    return {"bytearray": "the value bytes, exactly", "json": "the archived line (UTF-8)",
-            "blockgzip": "the archived line (UTF-8)",
-            "avro": "Avro binary of the writer schema; Confluent wire format when the row has a schema_id",
-            "parquet": "the row as Avro binary of the file's Avro schema; wire format when the row has a schema_id"}
-
-
-def _wire(obj: ArchivedObject, writer_schema: Any = None) -> bytes:
-    """The Confluent wire prefix of the object's values (none without a schema id). Records whose Avro schema
-    lakesink mapped from Protobuf cannot be given back as the bytes Kafka held: refused, naming the object."""
-    if isinstance(writer_schema, dict) and SOURCE_ATTR in writer_schema:
-        raise ArchiveReadError(f"{obj.object_key}: its records came from {writer_schema[SOURCE_ATTR]} values, "
-                               f"archived as Avro; their original bytes cannot be rebuilt (read the object "
-                               f"with Spark's reader for its format, or archive such topics as JSON)")
-    return b"" if obj.schema_id is None else b"\x00" + int(obj.schema_id).to_bytes(4, "big")
-
-
-def _avro_values(data: bytes, obj: ArchivedObject) -> list[bytes]:
-    """The datums of an Avro container file as they are stored (sliced, not re-encoded)."""
-    import fastavro
-
-    from lakesink.schemas.avro import raw_parsed_schema
-
-    blocks = fastavro.block_reader(io.BytesIO(data))
-    writer_schema = blocks.writer_schema
-    schema = raw_parsed_schema(writer_schema)
-    reader = fastavro.schemaless_reader
-    out: list[bytes] = []
-    if writer_schema in ("bytes", "string"):  # schemaless values (bytes / string decoder): their own bytes
-        for block in blocks:
-            buf = block.bytes_
-            for _ in range(block.num_records):
-                v = reader(buf, schema, None)
-                out.append(v.encode("utf-8") if isinstance(v, str) else bytes(v))
-        return out
-    prefix = _wire(obj, json.loads(blocks.metadata.get("avro.schema", "null")))
-    return _datums(blocks, schema, prefix)
-
-
-def _datums(blocks, schema: Any, prefix: bytes) -> list[bytes]:
-    """Each datum of an Avro file's ``blocks`` as stored (sliced, not re-encoded), after ``prefix``."""
-    import fastavro
-
-    reader = fastavro.schemaless_reader
-    out: list[bytes] = []
-    for block in blocks:
-        buf = block.bytes_
-        raw = buf.getbuffer()
-        for _ in range(block.num_records):
-            start = buf.tell()
-            reader(buf, schema, None)
-            out.append(prefix + bytes(raw[start:buf.tell()]))
-        del raw
-    return out
-
-
-def _wire_framed_keys(data: bytes) -> list[bytes] | None:
-    """The keys of an Avro ``.keys`` file written from wire-format Avro keys (its metadata names their schema's
-    registry id): each stored datum framed in Confluent wire format again, byte-identical to the key as read
-    from Kafka. None for a file without that id (older archives, Protobuf keys)."""
-    import fastavro
-
-    from lakesink.objects.formats.avro import KEY_SCHEMA_ID
-    from lakesink.schemas.avro import raw_parsed_schema
-
-    blocks = fastavro.block_reader(io.BytesIO(data))
-    sid = blocks.metadata.get(KEY_SCHEMA_ID)
-    if sid is None:
-        return None
-    return _datums(blocks, raw_parsed_schema(blocks.writer_schema), b"\x00" + int(sid).to_bytes(4, "big"))
-
-
-def _parquet_values(fmt, data: bytes, obj: ArchivedObject) -> list[bytes]:
-    """Each row re-encoded as Avro binary with the file's ``parquet.avro.schema``."""
-    import fastavro
-    import pyarrow.parquet as pq
-
-    meta = pq.ParquetFile(io.BytesIO(data)).schema_arrow.metadata or {}
-    text = meta.get(b"parquet.avro.schema")
-    if text is None:
-        raise CorruptObjectError(f"{obj.object_key}: the Parquet file has no parquet.avro.schema footer")
-    avro = json.loads(text)
-    parsed = fastavro.parse_schema(avro)  # with logical types: the reader returns Decimals for decimals
-    fix = value_converter(avro, lambda node: None, maps_from_pairs=True)  # Arrow maps back to dicts
-    write = fastavro.schemaless_writer
-    prefix = _wire(obj, avro)
-    out: list[bytes] = []
-    buf = io.BytesIO()
-    for row in fmt.read(io.BytesIO(data), RecordView.VALUE):
-        if fix is not None:
-            row = fix(row)
-        buf.seek(0)
-        buf.truncate()
-        write(buf, parsed, row)
-        out.append(prefix + buf.getvalue())
-    return out
-
-
-def _values(fmt, data: bytes, obj: ArchivedObject, value_decoder: str | None) -> Any:
-    """The object's values as record bytes: a list, or a pyarrow binary array."""
-    name = getattr(fmt, "name", None)
-    if name == "bytearray":
-        return [bytes(v) for v in fmt.read(io.BytesIO(data))]
-    if name == "json":
-        if value_decoder == "string":  # a string value was archived as a JSON string
-            lines = list(fmt.read_lines(io.BytesIO(data)))
-            return [json.loads(x).encode("utf-8") if x[:1] == b'"' else x for x in lines]
-        return fmt.read_lines_array(io.BytesIO(data))
-    if name == "blockgzip":
-        return [line.encode("utf-8") for line in fmt.read(io.BytesIO(data))]
-    if name == "avro":
-        return _avro_values(data, obj)
-    if name == "parquet":
-        return _parquet_values(fmt, data, obj)
-    raise InvalidArgumentError(f"{obj.object_key}: no record-bytes rule for format {name!r}")
-
-
-def _key_bytes(v: Any, key_decoder: str, keys_format: str) -> bytes | None:
-    from lakesink.objects.formats.json import compact_json
-
-    if v is None:
-        return None
-    if key_decoder == "json":
-        return compact_json(v).encode("utf-8")
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v)
-    if isinstance(v, str):
-        if keys_format == "json" and key_decoder == "bytes":  # JSON files hold bytes as base64 (JsonConverter)
-            import base64
-
-            return base64.b64decode(v)
-        return v.encode("utf-8")
-    return compact_json(v).encode("utf-8")
+    """Per value format, what :func:`read_records` returns as the value bytes (for docs and CLIs): each
+    format's :attr:`~lakesink.objects.formats.base.Format.record_bytes_rule`."""
+    return {name: registry.load("format", name).record_bytes_rule for name in registry.names("format")}
 
 
 def _read_view(store, fmt, obj: ArchivedObject, view: RecordView) -> list[Any]:
@@ -515,14 +332,14 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
         keep = [i for i in range(n) if admits(offs_l[i], tss_l[i])]
         if len(keep) == n:
             keep = None
-    if keep is not None and getattr(fmt, "name", None) == "blockgzip" and obj.side("index") is not None:
+    if keep is not None and getattr(fmt, "has_index", False) and obj.side("index") is not None:
         if not keep:
             return None
         values = pa.array(read_blockgzip_positions(store, fmt, obj, keep), pa.binary())
     else:
         key, data = _read_bytes(store, obj, RecordView.VALUE)
         try:
-            values = _values(fmt, data, obj, value_decoder)
+            values = fmt.record_bytes(data, schema_id=obj.schema_id, where=obj.object_key, value_decoder=value_decoder)
         except LakesinkError:
             raise
         except (ValueError, LookupError, EOFError, TypeError) as e:
@@ -637,21 +454,8 @@ class _Columns(NamedTuple):
 def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> Any:
     """The keys of the ``.keys`` side file, as record bytes (see the module docstring): a list, or a pyarrow
     binary array when the file was read a column at a time."""
-    kname = getattr(keys_format, "name", "")
-
-    def decode(data: bytes) -> Any:
-        if kname == "avro" and key_decoder != "json":
-            from lakesink.objects.formats.avro import read_bytes_array
-
-            # wire-format Avro keys framed again with their schema id; bytes/string keys a column at a time
-            keys = _wire_framed_keys(data) if key_decoder == "avro" else None
-            if keys is None:
-                keys = read_bytes_array(io.BytesIO(data))
-            if keys is not None:
-                return keys
-        return [_key_bytes(k, key_decoder, kname) for k in keys_format.read(io.BytesIO(data), RecordView.KEYS)]
-
-    return _decode_view(store, keys_format, obj, RecordView.KEYS, decode)
+    return _decode_view(store, keys_format, obj, RecordView.KEYS,
+                        lambda data: keys_format.key_bytes(data, key_decoder))
 
 
 def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
@@ -661,11 +465,7 @@ def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
     def decode(data: bytes) -> _HeaderColumns:
         import numpy as np
 
-        cols = None
-        if getattr(headers_format, "name", "") == "avro":  # lakesink's headers schema: a column at a time
-            from lakesink.objects.formats.avro import read_headers_arrays
-
-            cols = read_headers_arrays(io.BytesIO(data))
+        cols = headers_format.header_columns(data)
         if cols is None:
             offsets, keys, values = [0], [], []
             for hs in headers_format.read(io.BytesIO(data), RecordView.HEADERS):

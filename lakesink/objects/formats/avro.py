@@ -71,6 +71,46 @@ class AvroFormat(Format):
 
     name = "avro"
     extension = ".avro"
+    record_bytes_rule = "Avro binary of the writer schema; Confluent wire format when the row has a schema_id"
+    compression_option = "codec"
+    schema_per_file = True
+
+    @classmethod
+    def options_from(cls, settings: Any) -> dict[str, Any]:
+        return {"codec": settings.avro_codec}
+
+    def record_bytes(self, data: bytes, *, schema_id: int | None = None, where: str = "",
+                     value_decoder: str | None = None) -> list[bytes]:
+        """The datums as archived (the writer schema's Avro binary), framed in Confluent's wire format when the
+        row has a schema id; a schemaless file (writer schema ``bytes``/``string``) gives the values' own bytes."""
+        from lakesink.objects.formats.record_bytes import avro_values
+
+        return avro_values(data, schema_id, where)
+
+    def key_bytes(self, data: bytes, key_decoder: str) -> Any:
+        """Keys decoded from wire-format Avro framed again with the schema id the file names
+        (:data:`KEY_SCHEMA_ID`); bytes/string keys a column at a time; others as :meth:`Format.key_bytes`."""
+        if key_decoder != "json":
+            from lakesink.objects.formats.record_bytes import wire_framed_keys
+
+            keys = wire_framed_keys(data, KEY_SCHEMA_ID) if key_decoder == "avro" else None
+            if keys is None:
+                keys = read_bytes_array(io.BytesIO(data))
+            if keys is not None:
+                return keys
+        return super().key_bytes(data, key_decoder)
+
+    def header_columns(self, data: bytes) -> tuple[Any, Any, Any] | None:
+        return read_headers_arrays(io.BytesIO(data))  # lakesink's headers schema: a column at a time
+
+    def columnar_kind(self, decoder: Any) -> str | None:
+        if not self.fast_path or decoder.name != "avro":
+            return None
+        if not decoder.wire_format and decoder.fixed_schema is not None:
+            return "avro"  # bare datums of one fixed schema
+        if decoder.wire_format and decoder.fixed_schema is None:
+            return "avro_wire"
+        return None
 
     def __init__(self, codec: str = "null", codec_level: int | None = None,
                  sync_interval: int = DEFAULT_SYNC_INTERVAL, fast_path: bool = True):

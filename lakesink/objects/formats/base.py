@@ -7,12 +7,14 @@ a bounded buffer (an Avro block, a Parquet row group, ``buffer_size`` bytes of t
 from __future__ import annotations
 
 import base64
+import io
 from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any, BinaryIO, Iterator, Sequence
 
 from lakesink.errors import EncodeError, InvalidArgumentError
 from lakesink.objects.records import SinkRecord
+from lakesink.objects.formats.jsontext import b64, compact_json  # noqa: F401 - b64 re-exported for the formats
 
 
 #: Bytes a writer collects before pushing them to ``out``: large enough that a multipart stream
@@ -31,10 +33,61 @@ class RecordView(str, Enum):
 
 
 class Format(ABC):
-    """A configured output format: names its extension, opens writers, reads objects back."""
+    """A configured output format: names its extension, opens writers, reads objects back.
+
+    Per-format behaviour the rest of lakesink needs lives here, not in ``if name == ...`` chains: the
+    constructor options a sink config gives (:meth:`options_from`), the compression the manifest records
+    (:meth:`compression_from`), whether objects carry an index side file (:attr:`has_index`), the record bytes
+    a restore sends again (:meth:`record_bytes`, :meth:`key_bytes`, :meth:`header_columns`) and which columnar
+    write path a decoder's values can take (:meth:`columnar_kind`)."""
 
     name: str
     extension: str
+    #: what :meth:`record_bytes` gives for a value (for docs and CLIs)
+    record_bytes_rule: str = ""
+    #: the :meth:`options_from` option that names the file compression (the manifest's ``compression``)
+    compression_option: str = "compression"
+    #: whether objects carry a ``.index.json`` side file (Block-GZIP)
+    has_index: bool = False
+    #: whether a file has one writer schema (Avro, Parquet): records with another schema start a new file
+    schema_per_file: bool = False
+    #: whether a keys file of this format holds bytes keys as base64 text (JsonConverter)
+    keys_as_base64: bool = False
+
+    @classmethod
+    def options_from(cls, settings: Any) -> dict[str, Any]:
+        """Constructor options from sink settings (a ``SinkConfig``, read by attribute: ``avro_codec``,
+        ``s3_compression_type``, ...). Formats with options override it."""
+        return {}
+
+    @classmethod
+    def compression_from(cls, settings: Any) -> str | None:
+        """The compression an object written with ``settings`` is recorded with (the manifest's column)."""
+        return cls.options_from(settings).get(cls.compression_option)
+
+    def record_bytes(self, data: bytes, *, schema_id: int | None = None, where: str = "",
+                     value_decoder: str | None = None) -> Any:
+        """The values of one object of this format (``data``) as the bytes a producer sends again: a list of
+        bytes or a pyarrow binary array. ``schema_id``: the manifest row's (Confluent wire-format framing);
+        ``where``: the object, for errors; ``value_decoder``: the sink's value decoder."""
+        raise InvalidArgumentError(f"{where}: no record-bytes rule for format {self.name!r}")
+
+    def key_bytes(self, data: bytes, key_decoder: str) -> Any:
+        """The keys of a ``.keys`` object of this format as record bytes (a list, or a pyarrow binary array):
+        bytes as stored, strings as UTF-8, with ``key_decoder="json"`` (or keys that are neither) the key's
+        compact JSON text."""
+        base64_strings = self.keys_as_base64 and key_decoder == "bytes"
+        return [key_bytes(k, key_decoder, base64_strings) for k in self.read(io.BytesIO(data), RecordView.KEYS)]
+
+    def header_columns(self, data: bytes) -> tuple[Any, Any, Any] | None:
+        """The headers of a ``.headers`` object read a column at a time (offsets, binary keys, binary values),
+        or None when this format reads them record by record only."""
+        return None
+
+    def columnar_kind(self, decoder: Any) -> str | None:
+        """The columnar write path (``lakesink.executor.columnar``) values from ``decoder`` can take into this
+        format (``bytes``, ``avro``, ``avro_wire``, ``parquet``, ``json``), or None for the record path."""
+        return None
 
     @abstractmethod
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "FormatWriter":
@@ -226,9 +279,18 @@ def record_key(record: SinkRecord) -> Any:
     return record.key
 
 
-def b64(data: bytes) -> str:
-    """Base64 text, as Connect's JsonConverter / Jackson write BYTES."""
-    return base64.b64encode(data).decode("ascii")
+def key_bytes(v: Any, key_decoder: str, base64_strings: bool = False) -> bytes | None:
+    """One stored key as record bytes (see :meth:`Format.key_bytes`); ``base64_strings``: string keys are
+    base64 text of bytes keys (a JSON keys file read for the bytes decoder)."""
+    if v is None:
+        return None
+    if key_decoder == "json":
+        return compact_json(v).encode("utf-8")
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, str):
+        return base64.b64decode(v) if base64_strings else v.encode("utf-8")
+    return compact_json(v).encode("utf-8")
 
 
 def binary_run(values: Any) -> tuple[memoryview, Any]:

@@ -116,6 +116,16 @@ class BlockGzipFormat(Format):
     ``block_size`` (alias ``compressed_block_size``; raw bytes per chunk), ``buffer_size``."""
 
     name = "blockgzip"
+    record_bytes_rule = "the archived line (UTF-8)"
+    has_index = True
+
+    @classmethod
+    def options_from(cls, settings: Any) -> dict[str, Any]:
+        return {"block_size": settings.blockgzip_block_size, "compression": settings.blockgzip_compression}
+
+    def record_bytes(self, data: bytes, *, schema_id: int | None = None, where: str = "",
+                     value_decoder: str | None = None) -> list[bytes]:
+        return [line.encode("utf-8") for line in self.read(io.BytesIO(data))]
 
     def __init__(self, compression: str | None = "gzip", compression_level: int = -1,
                  block_size: int = DEFAULT_BLOCK_SIZE, compressed_block_size: int | None = None,

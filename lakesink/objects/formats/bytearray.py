@@ -8,10 +8,11 @@ allowed (Confluent rejects ByteArrayFormat for headers).
 from __future__ import annotations
 
 import gzip
+import io
 from bisect import bisect_left
 from itertools import accumulate
 from operator import add
-from typing import BinaryIO, Iterator, Sequence
+from typing import Any, BinaryIO, Iterator, Sequence
 
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.formats.base import DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, binary_run, encode_error, record_key
@@ -27,6 +28,19 @@ class ByteArrayFormat(Format):
     (default ``.bin``), ``compression`` (none|gzip), ``compression_level``, ``buffer_size``."""
 
     name = "bytearray"
+    record_bytes_rule = "the value bytes, exactly"
+
+    @classmethod
+    def options_from(cls, settings: Any) -> dict[str, Any]:
+        return {"separator": settings.bytearray_separator, "extension": settings.bytearray_extension,
+                "compression": settings.s3_compression_type, "compression_level": settings.s3_compression_level}
+
+    def record_bytes(self, data: bytes, *, schema_id: int | None = None, where: str = "",
+                     value_decoder: str | None = None) -> list[bytes]:
+        return [bytes(v) for v in self.read(io.BytesIO(data))]
+
+    def columnar_kind(self, decoder: Any) -> str | None:
+        return "bytes" if decoder.name == "bytes" else None
 
     def __init__(self, separator: bytes | str = b"\n", extension: str = ".bin", compression: str | None = "none",
                  compression_level: int = -1, buffer_size: int = DEFAULT_BUFFER_SIZE):

@@ -23,26 +23,25 @@ Known differences from Jackson: doubles print as Python ``repr`` (``1e+16`` wher
 """
 from __future__ import annotations
 
-import datetime
 import decimal
 import gzip
+import io
 import json
 import re
 import secrets
-import uuid
 from bisect import bisect_left
 from itertools import accumulate
 from typing import Any, BinaryIO, Iterator, Sequence
 
 from lakesink.objects.records import SinkRecord
 from lakesink.schemas.avro import value_converter
-from lakesink.objects.formats.base import (DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, b64, encode_error, header_pairs,
+from lakesink.objects.formats.base import (DEFAULT_BUFFER_SIZE, Format, FormatWriter, RecordView, encode_error, header_pairs,
                    record_key)
 from lakesink.objects.formats.compression import CompressingSink, parse_compression
+from lakesink.objects.formats.jsontext import compact_json, json_default
 from lakesink.errors import InvalidArgumentError
 
 DECIMAL_FORMATS = ("BASE64", "NUMERIC")
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 class JsonFormat(Format):
@@ -50,6 +49,26 @@ class JsonFormat(Format):
     ``decimal_format`` (BASE64|NUMERIC), ``buffer_size`` (bytes collected before a push)."""
 
     name = "json"
+    record_bytes_rule = "the archived line (UTF-8)"
+    keys_as_base64 = True
+
+    @classmethod
+    def options_from(cls, settings: Any) -> dict[str, Any]:
+        return {"compression": settings.s3_compression_type, "compression_level": settings.s3_compression_level}
+
+    def record_bytes(self, data: bytes, *, schema_id: int | None = None, where: str = "",
+                     value_decoder: str | None = None) -> Any:
+        """The lines as archived (UTF-8, without newlines); ``value_decoder="string"``: a JSON string's text
+        (the archive wrote a string value as a JSON string)."""
+        if value_decoder == "string":
+            lines = list(self.read_lines(io.BytesIO(data)))
+            return [json.loads(x).encode("utf-8") if x[:1] == b'"' else x for x in lines]
+        return self.read_lines_array(io.BytesIO(data))
+
+    def columnar_kind(self, decoder: Any) -> str | None:
+        if decoder.name == "json" and not decoder.envelope and self.decimal_format == "BASE64":
+            return "json"
+        return None
 
     def __init__(self, compression: str | None = "none", compression_level: int = -1,
                  decimal_format: str = "BASE64", buffer_size: int = DEFAULT_BUFFER_SIZE):
@@ -123,38 +142,9 @@ def _lines(data: bytes) -> list[bytes]:
 _WHITESPACE = list(b" \t\n\r\x0b\x0c")
 
 
-def json_default(o: Any) -> Any:
-    """What JsonConverter / Jackson write for types ``json`` can't: bytes -> base64, Decimal ->
-    base64 of the unscaled bytes (BASE64 decimal format), datetime -> epoch ms, date -> days,
-    time -> ms of day, UUID -> str."""
-    if isinstance(o, (bytes, bytearray, memoryview)):
-        return b64(bytes(o))
-    if isinstance(o, decimal.Decimal):
-        unscaled = int(o.scaleb(-o.as_tuple().exponent))
-        return b64(unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True))
-    if isinstance(o, datetime.datetime):
-        if o.tzinfo is None:
-            o = o.replace(tzinfo=datetime.timezone.utc)
-        return (o - _EPOCH) // datetime.timedelta(milliseconds=1)
-    if isinstance(o, datetime.date):
-        return (o - _EPOCH.date()).days
-    if isinstance(o, datetime.time):
-        return ((o.hour * 60 + o.minute) * 60 + o.second) * 1000 + o.microsecond // 1000
-    if isinstance(o, uuid.UUID):
-        return str(o)
-    if isinstance(o, (tuple, set, frozenset)):
-        return list(o)
-    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
-
-
 def _plain_values(values: list) -> bool:
     """True if no value is null or bytes (the values write() rejects before encoding)."""
     return not any(t is type(None) or issubclass(t, (bytes, bytearray, memoryview)) for t in set(map(type, values)))
-
-
-#: compact, UTF-8, NaN-rejecting encoder with the Connect conversions above
-compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False,
-                                default=json_default).encode
 
 
 _STRING = r'"(?:[^"\\\x00-\x1f]++|\\["\\\\bfnrt]|\\u000[0-7bef]|\\u001[0-9a-f])*+"'

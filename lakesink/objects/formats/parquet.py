@@ -49,6 +49,26 @@ class ParquetFormat(Format):
     (records per row group), ``compression_level`` (codec level, optional)."""
 
     name = "parquet"
+    record_bytes_rule = "the row as Avro binary of the file's Avro schema; wire format when the row has a schema_id"
+    compression_option = "codec"
+    schema_per_file = True
+
+    @classmethod
+    def options_from(cls, settings: Any) -> dict[str, Any]:
+        return {"codec": settings.parquet_codec}
+
+    def record_bytes(self, data: bytes, *, schema_id: int | None = None, where: str = "",
+                     value_decoder: str | None = None) -> list[bytes]:
+        """Each row re-encoded as Avro binary with the file's ``parquet.avro.schema``, framed like Avro."""
+        from lakesink.objects.formats.record_bytes import parquet_values
+
+        return parquet_values(self, data, schema_id, where)
+
+    def columnar_kind(self, decoder: Any) -> str | None:
+        """``parquet`` for bare Avro of one fixed schema (the caller also checks Spark decodes it alike)."""
+        if decoder.name == "avro" and not decoder.wire_format and decoder.fixed_schema is not None:
+            return "parquet"
+        return None
 
     def __init__(self, codec: str = "snappy", row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
                  compression_level: int | None = None):
