@@ -3,7 +3,7 @@
 One module fixture sinks one topic per format (avro, json, bytearray, parquet, blockgzip) into ONE shared manifest
 (one job per format): records with keys (one empty; the sink refuses null keys with store.kafka.keys), headers (duplicate keys, empty and null values) and non-monotonic
 CreateTime timestamps, two partitions. Each format is restored once to ``copy_of_<topic>`` and consumed
-``read_committed``: same partitions, order, keys, headers, timestamps; values byte-identical where the README
+``read_committed``: same partitions, order, keys, headers, timestamps; values byte-identical where docs/restore.md
 promises it (ByteArray, JSON lines as produced compactly, bare Avro datums, Block-GZIP text lines), equal after
 parsing for Parquet. Then read_archive (count, columns, where, orphans never read), the checks that refuse before
 producing (missing destination, feedback loop, altered object, bad where) and the CLI as a subprocess.
