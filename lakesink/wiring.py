@@ -234,17 +234,24 @@ def _reveal(secret: Any) -> str | None:
     return secret.reveal() if secret is not None else None
 
 
+def _s3(cfg: "SinkConfig") -> "S3Settings":
+    """The one place the config's S3 location and keys become settings (store.url, s3.region,
+    s3.path.style.access.enabled, aws.*): the store, S3A and delta-rs all render this value."""
+    from lakesink.store.settings import S3Settings
+
+    return S3Settings(endpoint_url=cfg.endpoint_url, access_key=_reveal(cfg.aws_access_key_id),
+                      secret_key=_reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
+                      path_style=cfg.s3_path_style_access, session_token=_reveal(cfg.aws_session_token))
+
+
 def store_settings(cfg: "SinkConfig") -> "StoreSettings":
-    """Object-store settings (Confluent keys: s3.bucket.name, store.url, s3.region, ...)."""
+    """Object-store settings (Confluent keys: s3.bucket.name, store.url, s3.region, ...): :func:`_s3`'s
+    S3 settings plus the bucket, upload and retry keys."""
     from lakesink.store import StoreSettings
 
     return StoreSettings(
         bucket=cfg.s3_bucket_name,
-        endpoint_url=cfg.endpoint_url,
-        region=cfg.s3_region,
-        path_style=cfg.s3_path_style_access,
-        access_key=_reveal(cfg.aws_access_key_id),
-        secret_key=_reveal(cfg.aws_secret_access_key),
+        s3=_s3(cfg),
         part_size=cfg.s3_part_size,
         part_retries=cfg.s3_part_retries,
         retry_backoff_ms=cfg.s3_retry_backoff_ms,
@@ -273,16 +280,12 @@ def store_credentials(cfg: "SinkConfig") -> Any:
 
 
 def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
-    """S3A settings matching the config's object store, so an ``s3a://`` manifest beside the
-    archive uses the same endpoint and credentials. None for a ``file://`` store."""
-    from lakesink.store.settings import S3Settings
-
+    """The object store's S3 settings (:func:`store_settings`'s ``s3``, without resolving credentials), so an
+    ``s3a://`` manifest beside the archive uses the same endpoint and credentials. None for a ``file://`` store."""
     url = cfg.endpoint_url
     if url and url.startswith("file:"):
         return None
-    return S3Settings(endpoint_url=url, access_key=_reveal(cfg.aws_access_key_id),
-                      secret_key=_reveal(cfg.aws_secret_access_key), region=cfg.s3_region,
-                      path_style=cfg.s3_path_style_access, session_token=_reveal(cfg.aws_session_token))
+    return _s3(cfg)
 
 
 # ----------------------------------------------------------------------------- transforms

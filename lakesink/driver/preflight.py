@@ -51,12 +51,12 @@ def _s3_client(cfg: "SinkConfig", timeout_s: float):
     from lakesink.credentials import boto3_session, is_missing_credentials, missing_credentials, require_credentials
 
     s = wiring.store_settings(cfg)
-    where = f"S3 endpoint {s.endpoint_url or 'AWS S3'} (bucket {s.bucket!r})"
+    where = f"S3 endpoint {s.where} (bucket {s.bucket!r})"
     # the store's own credentials (static, session token, UC service credential): a preflight with other
     # credentials could pass where the run fails, or refuse a run that would work
     source = s.credential_source()
     try:
-        session = boto3_session(source, s.region)
+        session = boto3_session(source, s.s3.region)
     except Exception as e:  # noqa: BLE001 - AWS_PROFILE naming no profile fails here already
         if is_missing_credentials(e):
             raise missing_credentials(where, source, e) from None
@@ -65,11 +65,11 @@ def _s3_client(cfg: "SinkConfig", timeout_s: float):
     # read like an endpoint that is not reachable (issue #26 item 6)
     require_credentials(session, source, where)
     client = session.client(
-        "s3", endpoint_url=s.endpoint_url,
-        config=Config(region_name=s.region, s3={"addressing_style": "path" if s.path_style else "auto"},
+        "s3", endpoint_url=s.s3.endpoint_url,
+        config=Config(region_name=s.s3.region, s3={"addressing_style": "path" if s.s3.path_style else "auto"},
                       retries={"total_max_attempts": 1, "mode": "standard"},  # retried below, within the deadline
                       connect_timeout=timeout_s, read_timeout=timeout_s))
-    return s.endpoint_url, client, s.retry_backoff_ms, s.retry_deadline_ms
+    return s.s3.endpoint_url, client, s.retry_backoff_ms, s.retry_deadline_ms
 
 
 def _throttled(e: BaseException) -> bool:
@@ -154,7 +154,7 @@ def check_stores(cfg: "SinkConfig", timeout_s: float | None = None, writes: bool
     backoff_ms = deadline_ms = 0
     if settings.is_local:
         if writes:
-            check_local_dir(urlparse(settings.endpoint_url).path, "store.url")
+            check_local_dir(urlparse(settings.s3.endpoint_url).path, "store.url")
     else:
         endpoint, client, backoff_ms, deadline_ms = _s3_client(cfg, timeout_s)
         check_bucket(client, endpoint, settings.bucket, "data (s3.bucket.name)", backoff_ms, deadline_ms)

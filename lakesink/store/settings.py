@@ -1,7 +1,9 @@
-"""Where S3 is and how to sign requests: one settings value, rendered for boto3, S3A (Hadoop) and delta-rs."""
+"""Where S3 is and how to sign requests: one settings value (:class:`S3Settings`), rendered for boto3, S3A (Hadoop)
+and delta-rs, and the object store's settings that hold it (:class:`StoreSettings`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlparse
 
 S3A_FS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
@@ -111,3 +113,42 @@ class S3Settings:
         return kw
 
 
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where and how objects are written. Picklable: it travels to the executors.
+
+    ``s3``: where the store is and how to sign (endpoint, region, path style, keys): the same value the
+    manifest's S3A / delta-rs settings render, so there is one default region (:class:`S3Settings`'s). An
+    ``s3.endpoint_url`` of ``file:///dir`` is a local directory store."""
+
+    bucket: str
+    s3: S3Settings = field(default_factory=S3Settings)
+    part_size: int = 26214400
+    part_retries: int = 3
+    retry_backoff_ms: int = 200
+    retry_deadline_ms: int = 120_000
+    sse: str = ""
+    kms_key_id: str | None = field(default=None, repr=False)
+    acl: str | None = None
+    #: Where credentials come from (lakesink.credentials); None = the static keys of ``s3`` or the default chain.
+    credentials: Any = field(default=None, repr=False, compare=False, hash=False)
+
+    def credential_source(self) -> Any:
+        """The :class:`~lakesink.credentials.ShippedCredentials` (or settings) every boto3 session is built from."""
+        from lakesink.credentials import CredentialSettings
+
+        if self.credentials is not None:
+            return self.credentials
+        return CredentialSettings.from_keys(None, None, self.s3.access_key, self.s3.secret_key, self.s3.session_token)
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the store is a local directory (``file://`` endpoint)."""
+        return bool(self.s3.endpoint_url) and self.s3.endpoint_url.startswith("file:")
+
+    @property
+    def where(self) -> str:
+        """The endpoint, for messages (``AWS S3`` without one)."""
+        return self.s3.endpoint_url or "AWS S3"

@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from archive_checks import base_config, check_chains, check_exactly_once, json_payloads, manifest_rows, produce
-from s3_proxy import FaultProxy
+from support.archive_checks import base_config, check_chains, check_exactly_once, json_payloads, manifest_rows, produce
+from support.s3_proxy import FaultProxy
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
 from lakesink.driver.vacuum import vacuum
 from lakesink.errors import BatchFailedError, ManifestError, StoreError
-from lakesink.store import S3Store, StoreSettings, backoff_s, open_store
+from lakesink.store import S3Settings, S3Store, StoreSettings, backoff_s, open_store
 
 
 @pytest.fixture
@@ -31,8 +31,7 @@ def proxy(s3):
 
 
 def _store(s3, url: str, bucket: str, **over) -> S3Store:
-    return open_store(StoreSettings(bucket, endpoint_url=url, region="us-east-1", access_key="testing",
-                                    secret_key="testing", **over))
+    return open_store(StoreSettings(bucket, S3Settings(url, "testing", "testing"), **over))
 
 
 def test_backoff_is_full_jitter_exponential_and_capped():

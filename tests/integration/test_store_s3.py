@@ -4,16 +4,16 @@ import os
 
 import pytest
 
-from lakesink.store import MIN_PART_SIZE, PendingWrite, S3Store, StoreSettings, WrittenObject
+from lakesink.store import MIN_PART_SIZE, PendingWrite, S3Settings, S3Store, StoreSettings, WrittenObject
 from lakesink.errors import StoreError
-from store_contract import StoreContract
+from support.store_contract import StoreContract
 
 
 @pytest.fixture
 def store(s3, bucket):
     """An S3Store on a fresh bucket, with the smallest part size S3 allows (so > 5 MiB is multipart)."""
-    return S3Store(StoreSettings(bucket=bucket, endpoint_url=s3.endpoint_url, region="us-east-1",
-                                 access_key="testing", secret_key="testing", part_size=MIN_PART_SIZE))
+    return S3Store(StoreSettings(bucket=bucket, s3=S3Settings(s3.endpoint_url, "testing", "testing"),
+                                 part_size=MIN_PART_SIZE))
 
 
 class TestS3Store(StoreContract):
@@ -49,15 +49,15 @@ def test_abort_upload_drops_an_open_upload_and_never_an_object(store):
 
 
 def test_missing_bucket_is_a_clear_error(s3):
-    st = S3Store(StoreSettings(bucket="no-such-bucket-here", endpoint_url=s3.endpoint_url, region="us-east-1",
-                               access_key="testing", secret_key="testing", part_retries=0))
+    st = S3Store(StoreSettings(bucket="no-such-bucket-here", s3=S3Settings(s3.endpoint_url, "testing", "testing"),
+                               part_retries=0))
     with pytest.raises(StoreError, match=r"no-such-bucket-here.*NoSuchBucket.*does not exist"):
         st.put_bytes("k", b"x")
 
 
 def test_unreachable_endpoint_is_a_clear_error():
-    st = S3Store(StoreSettings(bucket="b", endpoint_url="http://127.0.0.1:9", region="us-east-1",
-                               access_key="testing", secret_key="testing", part_retries=1, retry_backoff_ms=10))
+    st = S3Store(StoreSettings(bucket="b", s3=S3Settings("http://127.0.0.1:9", "testing", "testing"),
+                               part_retries=1, retry_backoff_ms=10))
     with pytest.raises(StoreError, match=r"s3://b/k"):
         st.put_bytes("k", b"x")
 

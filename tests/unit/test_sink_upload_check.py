@@ -12,7 +12,7 @@ from lakesink.driver.sink import SinkJob
 from lakesink.errors import EXIT_FENCED, EXIT_UNREACHABLE, FencedError, UploadMissingError
 from lakesink.manifest.deltars import DeltaRsManifest
 from lakesink.manifest.rows import SideFile, advance_row, object_row
-from lakesink.store import LocalStore, StoreSettings
+from lakesink.store import LocalStore, S3Settings, StoreSettings
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def job(tmp_path) -> SinkJob:
     j = SinkJob.__new__(SinkJob)  # no Kafka or Spark: the check needs neither
     j.cfg = SimpleNamespace(name="j")
     j.run_id = "run-1"
-    j.store = LocalStore(StoreSettings(bucket="bkt", endpoint_url=f"file://{tmp_path}"))
+    j.store = LocalStore(StoreSettings(bucket="bkt", s3=S3Settings(f"file://{tmp_path}")))
     j.manifest = DeltaRsManifest(str(tmp_path / "manifest"))
     j.manifest.ensure()
     return j

@@ -2,13 +2,13 @@
 import pytest
 
 from lakesink.errors import StoreError
-from lakesink.store import TEMP_MARKER, LocalStore, StoreSettings
-from store_contract import StoreContract
+from lakesink.store import TEMP_MARKER, LocalStore, S3Settings, StoreSettings
+from support.store_contract import StoreContract
 
 
 @pytest.fixture
 def store(tmp_path):
-    return LocalStore(StoreSettings(bucket="bkt", endpoint_url=f"file://{tmp_path}"))
+    return LocalStore(StoreSettings(bucket="bkt", s3=S3Settings(f"file://{tmp_path}")))
 
 
 class TestLocalStore(StoreContract):
