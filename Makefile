@@ -42,7 +42,7 @@ integration: bootstrap
 
 # The docs site, built as tests/unit/test_docs_site.py builds it in make test (strict: a broken link or anchor fails).
 docs: bootstrap
-	$(PY) -m mkdocs build --strict --site-dir .cache/site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir .cache/site
 
 demo: bootstrap
 	$(VENV)/bin/lakesink demo
