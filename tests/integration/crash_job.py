@@ -4,7 +4,7 @@ worker processes (lakesink.runners.local, the CLI's local engine). The crash tes
 its directory must be on PYTHONPATH so the executors can unpickle the hooks."""
 import sys
 
-from faults import KillAt
+from support.faults import KillAt
 
 from lakesink import wiring
 from lakesink.config import load_config

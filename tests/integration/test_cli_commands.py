@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 import pytest
-from archive_checks import base_config, json_payloads, produce, run_cli, write_config
+from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
 
 from lakesink.driver.sink import BatchResult
 

@@ -14,7 +14,7 @@ import sys
 import types
 
 import pytest
-from archive_checks import base_config, json_payloads, produce, write_config
+from support.archive_checks import base_config, json_payloads, produce, write_config
 
 from lakesink import wiring
 from lakesink.config import SinkConfig

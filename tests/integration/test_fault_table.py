@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from archive_checks import produce
-from s3_proxy import FaultProxy
+from support.archive_checks import produce
+from support.s3_proxy import FaultProxy
 
 from lakesink.cli.main import main
 

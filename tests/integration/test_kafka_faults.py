@@ -15,9 +15,9 @@ import time
 import uuid
 
 import pytest
-from archive_checks import (archived_values, base_config, check_chains, check_exactly_once, expected_values,
-                            json_payloads, manifest_rows, produce)
-from faults import CallAt
+from support.archive_checks import (archived_values, base_config, check_chains, check_exactly_once, expected_values,
+                                    json_payloads, manifest_rows, produce)
+from support.faults import CallAt
 
 from lakesink.config import SinkConfig
 from lakesink.devstack.kafka import KafkaBroker

@@ -8,7 +8,7 @@ import json
 import uuid
 
 import fastavro
-from archive_checks import base_config, run_cli, write_config
+from support.archive_checks import base_config, run_cli, write_config
 
 import lakesink
 from lakesink.config import SinkConfig

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from archive_checks import base_config
+from support.archive_checks import base_config
 
 from lakesink.devstack import free_port
 

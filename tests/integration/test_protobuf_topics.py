@@ -7,7 +7,7 @@ import struct
 import uuid
 
 import pytest
-from archive_checks import archived_values, base_config, manifest_rows, produce
+from support.archive_checks import archived_values, base_config, manifest_rows, produce
 from confluent_kafka.schema_registry import Schema
 from google.protobuf import message_factory
 

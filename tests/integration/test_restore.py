@@ -18,7 +18,7 @@ import uuid
 
 import fastavro
 import pytest
-from archive_checks import base_config, consume, run_cli, write_config
+from support.archive_checks import base_config, consume, run_cli, write_config
 
 import lakesink
 from lakesink.config import SinkConfig
@@ -227,7 +227,7 @@ def test_cli_restore_dry_run_json_run_text_and_bad_where(kafka, archives, tmp_pa
 def test_blockgzip_cut_fetches_only_the_needed_chunks_from_s3(s3, tmp_path):
     """A cut inside a Block-GZIP object on (moto) S3: only the index and the chunks holding the cut are fetched,
     by ranged GETs; the bytes counted are what S3 returned."""
-    from archive_helpers import BASE_TS, CountingStore, archive, batch
+    from support.archive_helpers import BASE_TS, CountingStore, archive, batch
 
     from lakesink import wiring
     from lakesink.executor.readback import ArchivedObject, Cut, read_records

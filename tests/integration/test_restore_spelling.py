@@ -11,7 +11,7 @@ import datetime as dt
 import uuid
 
 import pytest
-from archive_checks import base_config, consume, run_cli, write_config
+from support.archive_checks import base_config, consume, run_cli, write_config
 
 import lakesink
 from lakesink.config import SinkConfig

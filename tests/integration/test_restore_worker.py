@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from archive_checks import consume
+from support.archive_checks import consume
 
 from lakesink import wiring
 from lakesink.config import SinkConfig

@@ -5,7 +5,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from archive_checks import base_config, json_payloads, process_tree, produce, run_cli, write_config
+from support.archive_checks import base_config, json_payloads, process_tree, produce, run_cli, write_config
 
 
 @pytest.mark.parametrize("engine", ["spark", "local"])

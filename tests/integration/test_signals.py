@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
-from archive_checks import (base_config, check_exactly_once, json_payloads, local_worker_alive, local_workers_of,
-                            produce)
+from support.archive_checks import (base_config, check_exactly_once, json_payloads, local_worker_alive,
+                                    local_workers_of, produce)
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
+from support.archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
 from lakesink.config import SinkConfig
 from lakesink.objects.formats.base import RecordView

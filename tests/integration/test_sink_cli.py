@@ -9,8 +9,8 @@ import sys
 import time
 
 import pytest
-from archive_checks import (base_config, check_chains, local_worker_alive, local_workers_of, manifest_rows,
-                            produce)
+from support.archive_checks import (base_config, check_chains, local_worker_alive, local_workers_of, manifest_rows,
+                                    produce)
 
 from lakesink.config import load_config
 
@@ -76,7 +76,7 @@ def test_a_bad_record_is_one_stderr_line_and_the_details_go_to_the_log_file(kafk
                                                                             engine):
     """Spark's task-failure log (or the local worker's) and the Python traceback go to the run's log file; stderr
     has the one `lakesink: error:` line naming the record, its cause and the log file; exit 6 (bad record)."""
-    from archive_checks import json_payloads, write_config
+    from support.archive_checks import json_payloads, write_config
 
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(3) + [b"{not json"] + json_payloads(2, start=4))
@@ -123,7 +123,7 @@ def test_the_session_starts_in_advance_writes_to_its_log_and_ends_with_the_run(k
     which never asks for it."""
     import os
 
-    from archive_checks import json_payloads, write_config
+    from support.archive_checks import json_payloads, write_config
 
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(5))
@@ -164,7 +164,7 @@ def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket
     one the Spark engine writes (tests/integration/test_sink_direct.py compares them byte for byte)."""
     import os
 
-    from archive_checks import json_payloads, write_config
+    from support.archive_checks import json_payloads, write_config
 
     kafka.create_topic(topic_name, partitions=2)
     produce(kafka, topic_name, json_payloads(10), partition_of=lambda i: i % 2)
@@ -203,7 +203,7 @@ def test_the_local_engine_starts_workers_in_advance_and_no_jvm(kafka, s3, bucket
 
 
 def test_engine_local_for_a_config_that_needs_spark_is_one_line(kafka, s3, bucket, topic_name, tmp_path):
-    from archive_checks import write_config
+    from support.archive_checks import write_config
 
     cfg = write_config(tmp_path, base_config(kafka, s3, bucket, topic_name, **{"kafka.reader": "spark"}))
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", "sink", "--config", cfg, "--once", "--engine", "local"],

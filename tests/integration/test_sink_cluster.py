@@ -12,7 +12,7 @@ import sys
 import time
 
 import fastavro
-from archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
+from support.archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
 from lakesink.config import load_config
 

@@ -7,7 +7,7 @@ import json
 
 import fastavro
 import pytest
-from archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
+from support.archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
 from lakesink.executor.columnar import CANONICAL
 from lakesink.config import SinkConfig

@@ -18,7 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from archive_checks import base_config, check_exactly_once, json_payloads, manifest_rows, produce, run_cli, write_config
+from support.archive_checks import (base_config, check_exactly_once, json_payloads, manifest_rows, produce, run_cli,
+                                    write_config)
 
 from lakesink import wiring
 from lakesink.config import SinkConfig

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from archive_checks import (AVRO_SCHEMA, avro_values, base_config, check_exactly_once, json_payloads,
-                            manifest_rows, produce, run_cli, write_config)
+from support.archive_checks import (AVRO_SCHEMA, avro_values, base_config, check_exactly_once, json_payloads,
+                                    manifest_rows, produce, run_cli, write_config)
 
 from lakesink import wiring
 from lakesink.config import load_config
@@ -30,8 +30,9 @@ from lakesink.driver.sink import SinkJob
 from lakesink.store import open_store
 
 HERE = Path(__file__).parent
-# the executors unpickle the KillAt hook: they need this directory on their path
-CRASH_ENV = {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
+# crash_job.py imports the KillAt hook as support.faults and the executors unpickle it: both need tests/ on
+# their path
+CRASH_ENV = {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH", "")) if p)}
 PER_PARTITION = 23
 FLUSH = 5
 

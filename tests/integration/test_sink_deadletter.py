@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from archive_checks import archived_values, base_config, check_chains, consume, manifest_rows, produce, run_cli, \
-    write_config
+from support.archive_checks import (archived_values, base_config, check_chains, consume, manifest_rows, produce,
+                                    run_cli, write_config)
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob

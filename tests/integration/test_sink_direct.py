@@ -8,8 +8,8 @@ import time
 
 import fastavro
 import pytest
-from archive_checks import (AVRO_SCHEMA, archived_values, avro_values, base_config, check_chains, json_payloads,
-                            manifest_rows, produce)
+from support.archive_checks import (AVRO_SCHEMA, archived_values, avro_values, base_config, check_chains, json_payloads,
+                                    manifest_rows, produce)
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob

@@ -11,9 +11,9 @@ import re
 import threading
 
 import pytest
-from faults import CallAt, Crash, RaiseAt
-from archive_checks import (AVRO_SCHEMA, avro_values, base_config, check_exactly_once, json_payloads, manifest_rows,
-                            produce)
+from support.faults import CallAt, Crash, RaiseAt
+from support.archive_checks import (AVRO_SCHEMA, avro_values, base_config, check_exactly_once, json_payloads,
+                                    manifest_rows, produce)
 
 from lakesink import wiring
 from lakesink.driver.archive import ArchivedObject, read_object

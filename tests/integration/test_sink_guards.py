@@ -7,8 +7,8 @@ import dataclasses
 import time
 
 import pytest
-from archive_checks import (archived_values, base_config, check_chains, check_exactly_once, expected_values,
-                            json_payloads, manifest_rows, produce)
+from support.archive_checks import (archived_values, base_config, check_chains, check_exactly_once, expected_values,
+                                    json_payloads, manifest_rows, produce)
 
 from lakesink.config import SinkConfig
 from lakesink.manifest import Manifest, advance_row

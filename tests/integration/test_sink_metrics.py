@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from archive_checks import base_config, json_payloads, produce, write_config
+from support.archive_checks import base_config, json_payloads, produce, write_config
 
 from lakesink.cli.main import main
 from lakesink.config import SinkConfig

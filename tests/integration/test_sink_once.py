@@ -2,7 +2,7 @@
 to the end offsets seen at its start, not just one capped batch."""
 from __future__ import annotations
 
-from archive_checks import base_config, check_exactly_once, json_payloads, produce
+from support.archive_checks import base_config, check_exactly_once, json_payloads, produce
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob

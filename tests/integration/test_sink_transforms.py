@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from archive_checks import archived_values, base_config, check_chains, consume, manifest_rows, produce
+from support.archive_checks import archived_values, base_config, check_chains, consume, manifest_rows, produce
 
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob

@@ -10,8 +10,8 @@ SinkJob gets by default, swapped for this test only."""
 from __future__ import annotations
 
 import pytest
-from archive_checks import base_config, check_exactly_once, json_payloads, manifest_rows, produce, write_config
-from faults import CallAt
+from support.archive_checks import base_config, check_exactly_once, json_payloads, manifest_rows, produce, write_config
+from support.faults import CallAt
 
 import lakesink.driver.sink as sink_module
 from lakesink.cli.main import main

@@ -12,7 +12,7 @@ import json
 import time
 
 import pytest
-from archive_checks import base_config, json_payloads, produce, write_config
+from support.archive_checks import base_config, json_payloads, produce, write_config
 from test_sql_views import doc_queries
 
 import lakesink

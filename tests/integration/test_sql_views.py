@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from archive_checks import base_config, json_payloads, produce, write_config
+from support.archive_checks import base_config, json_payloads, produce, write_config
 
 from lakesink.cli.main import main
 from lakesink.config import SinkConfig

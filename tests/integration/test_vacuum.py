@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from faults import Crash, RaiseAt
-from archive_checks import (archived_values, base_config, check_exactly_once, json_payloads, manifest_rows,
-                            produce, write_config)
+from support.faults import Crash, RaiseAt
+from support.archive_checks import (archived_values, base_config, check_exactly_once, json_payloads, manifest_rows,
+                                    produce, write_config)
 
 from lakesink import wiring
 from lakesink import cli

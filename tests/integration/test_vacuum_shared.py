@@ -3,8 +3,8 @@ in one manifest and in two; a key another job owns is never replaced by a sink r
 from __future__ import annotations
 
 import pytest
-from faults import Crash, RaiseAt
-from archive_checks import base_config, json_payloads, manifest_rows, produce, write_config
+from support.faults import Crash, RaiseAt
+from support.archive_checks import base_config, json_payloads, manifest_rows, produce, write_config
 
 from lakesink import wiring
 from lakesink import cli

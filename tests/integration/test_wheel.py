@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_checks import base_config, json_payloads, produce, run_cli, write_config
+from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import struct
 
 import fastavro
 import pytest
-from archive_checks import check_chains, manifest_rows, produce, run_cli, write_config
+from support.archive_checks import check_chains, manifest_rows, produce, run_cli, write_config
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 

@@ -7,7 +7,7 @@ import json
 import struct
 
 import fastavro
-from archive_checks import base_config, check_chains, consume, manifest_rows, produce
+from support.archive_checks import base_config, check_chains, consume, manifest_rows, produce
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 

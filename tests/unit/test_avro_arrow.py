@@ -14,7 +14,7 @@ import struct
 import fastavro
 import pyarrow as pa
 import pytest
-from avro_bytes import mutate
+from support.avro_bytes import mutate
 
 from lakesink.decoders import create_decoder
 from lakesink.objects.formats.parquet import ParquetFormat

@@ -10,7 +10,7 @@ import random
 import fastavro
 import pyarrow as pa
 import pytest
-from avro_bytes import mutate
+from support.avro_bytes import mutate
 
 from lakesink.schemas.avro_check import MAX_BLOCK_ITEMS, check_datums
 

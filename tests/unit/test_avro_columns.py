@@ -7,7 +7,7 @@ import io
 
 import fastavro
 import pytest
-from avro_bytes import zz
+from support.avro_bytes import zz
 
 from lakesink.objects.formats.avro import HEADERS_SCHEMA, read_bytes_array, read_headers_arrays
 

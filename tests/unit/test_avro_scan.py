@@ -8,7 +8,7 @@ import random
 
 import fastavro
 import pytest
-from avro_bytes import zz
+from support.avro_bytes import zz
 
 from lakesink.objects.formats.avro import HEADERS_SCHEMA
 from lakesink.objects.formats.avro_scan import MAX_ITEMS, bytes_block, headers_block

@@ -8,7 +8,7 @@ from lakesink import wiring
 from lakesink.executor.readback import ArchivedObject, Cut, read_records
 from lakesink.objects.formats.blockgzip import ChunkIndexEntry, parse_index, plan_chunk_reads
 from lakesink.store import open_store
-from archive_helpers import BASE_TS, CountingStore, archive, batch, config
+from support.archive_helpers import BASE_TS, CountingStore, archive, batch, config
 
 
 def idx(*counts: int, size: int = 100) -> list[ChunkIndexEntry]:

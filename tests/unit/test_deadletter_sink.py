@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from archive_helpers import BASE_TS, batch
+from support.archive_helpers import BASE_TS, batch
 from lakesink.config import SinkConfig
 from lakesink.driver.validate import range_frame
 from lakesink.errors import ConfigError, DeadLetterError, DecodeError

@@ -20,8 +20,8 @@ from lakesink.objects.formats.metadata import METADATA_SCHEMA, MetadataFormat
 from lakesink.objects.naming import KeyExtensions, NamingSettings, parse_key
 from lakesink.store import open_store
 
-from archive_helpers import (BASE_TS, HEADERS, PARSED, SCHEMA, archive, avro_datum, batch, config, headers_of,
-                             value_bytes)
+from support.archive_helpers import (BASE_TS, HEADERS, PARSED, SCHEMA, archive, avro_datum, batch, config, headers_of,
+                                     value_bytes)
 
 def formats(cfg):
     keys = wiring.keys_format(cfg) if cfg.store_kafka_keys else None

@@ -3,7 +3,7 @@
 Mixed into each implementation's test module the way fsspec mixes its abstract suites
 (``fsspec/tests/abstract``) into each file system's tests::
 
-    from store_contract import StoreContract
+    from support.store_contract import StoreContract
 
     class TestLocalStore(StoreContract):
         @pytest.fixture
@@ -11,9 +11,7 @@ Mixed into each implementation's test module the way fsspec mixes its abstract s
             return LocalStore(...)
 
 The base class has no ``Test`` prefix and this module is not a ``test_*.py`` file, so pytest
-collects the contract only through the subclasses (once per implementation). It is importable as
-``store_contract`` from every test directory because ``tests/conftest.py`` puts ``tests/`` on
-``sys.path`` (pytest's default ``prepend`` import mode, rootdir-relative conftest).
+collects the contract only through the subclasses (once per implementation).
 
 Fixtures a subclass provides:
 

@@ -1,6 +1,5 @@
 """Archive fixtures shared by the readback, Block-GZIP range and restore tests: a small Avro schema, value
-bytes per format, a file-store config, Arrow batches shaped like the reader's, and the archiver run on them.
-Importable from every test directory (``tests/conftest.py`` puts ``tests/`` on ``sys.path``)."""
+bytes per format, a file-store config, Arrow batches shaped like the reader's, and the archiver run on them."""
 from __future__ import annotations
 
 import io
