@@ -20,20 +20,23 @@ def backoff_s(attempt: int, base_ms: int, rng: Callable[[float, float], float] =
 
 
 def retry_until(fn: Callable[[], T], deadline_s: float, base_ms: int,
-                retryable: Callable[[BaseException], bool]) -> tuple[T, int]:
+                retryable: Callable[[BaseException], bool], *, clock: Callable[[], float] = time.monotonic,
+                sleep: Callable[[float], None] = time.sleep,
+                rng: Callable[[float, float], float] = random.uniform) -> tuple[T, int]:
     """``fn()`` retried while ``retryable(error)`` and the next attempt would start before ``deadline_s`` from
-    now; returns (result, retries made). The last error is re-raised when giving up; ``fn`` bounds one attempt."""
-    deadline = time.monotonic() + deadline_s
+    now; returns (result, retries made). The last error is re-raised when giving up; ``fn`` bounds one attempt.
+    ``clock``, ``sleep`` and ``rng`` (the backoff's jitter) are the real ones unless a test scripts them."""
+    deadline = clock() + deadline_s
     attempt = 0
     while True:
         try:
             return fn(), attempt
         except Exception as e:  # noqa: BLE001 - classified by ``retryable``
             attempt += 1
-            pause = backoff_s(attempt, base_ms)
-            if not retryable(e) or time.monotonic() + pause >= deadline:
+            pause = backoff_s(attempt, base_ms, rng)
+            if not retryable(e) or clock() + pause >= deadline:
                 raise
-            time.sleep(pause)
+            sleep(pause)
 
 
 __all__ = ["MAX_BACKOFF_S", "backoff_s", "retry_until"]

@@ -92,9 +92,11 @@ def record_offsets(msgs: list, position: int) -> list[int] | None:
 def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, end: int, *, key: bool = False,
                with_topic: bool = False, headers: bool = False, rows_per_batch: int = ROWS_PER_BATCH,
                stall_timeout_s: float = STALL_TIMEOUT_S, ts_type: bool = False,
-               consumer_factory: Callable[[dict], Any] | None = None) -> Iterator[Any]:
+               consumer_factory: Callable[[dict], Any] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Iterator[Any]:
     """Arrow record batches of the records of ``topic``-``partition`` in ``[start, end)``, in offset order.
-    ``consumer_factory`` builds the consumer from its settings (confluent-kafka's ``Consumer`` by default)."""
+    ``consumer_factory`` builds the consumer from its settings (confluent-kafka's ``Consumer`` by default);
+    ``clock`` is what the stall bound is measured on (a test scripts it)."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -139,7 +141,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
 
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        last_progress = time.monotonic()
+        last_progress = clock()
         done = False
         while not done:
             # never more than rows_per_batch rows in a batch: Arrow batches of Spark's size
@@ -202,14 +204,14 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
             # only a record or the end of the range is progress: error events (broker down, EOF events below
             # the position) must not keep a stalled read alive
             if position > read_before:
-                last_progress = time.monotonic()
-            elif not done and time.monotonic() - last_progress > stall_timeout_s:
+                last_progress = clock()
+            elif not done and clock() - last_progress > stall_timeout_s:
                 why = causes[-1].str() if causes else "no record and no end-of-partition from the broker"
                 raise KafkaReadError(f"{tp}: reading [{start}, {end}) made no progress for {stall_timeout_s:g}s "
                                      f"at offset {position} (kafka.retry.deadline.ms): {why}")
             if len(offsets) >= rows_per_batch or (done and offsets):
                 yield flush()
-                last_progress = time.monotonic()  # the archiver's time is not the broker's
+                last_progress = clock()  # the archiver's time is not the broker's
         if offsets:
             yield flush()
     finally:

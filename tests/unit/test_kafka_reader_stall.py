@@ -8,6 +8,7 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError
+from support.clock import FakeClock
 
 from lakesink.config import SinkConfig
 from lakesink.errors import KafkaReadError
@@ -33,17 +34,25 @@ class _Msg:
 
 
 class _ScriptedConsumer:
-    """Answers each ``consume`` with the next scripted list of messages, then with ``idle`` forever."""
+    """Answers each ``consume`` with the next scripted list of messages, then with ``idle`` forever; each answer
+    takes ``pause_s`` (on ``clock`` when given, a FakeClock the read is measured on; else really); ``calls``
+    counts them."""
 
-    def __init__(self, script: list[list[_Msg]], idle: list[_Msg], pause_s: float = 0.01):
-        self.script, self.idle, self.pause_s = list(script), idle, pause_s
+    def __init__(self, script: list[list[_Msg]], idle: list[_Msg], pause_s: float = 0.01,
+                 clock: FakeClock | None = None):
+        self.script, self.idle, self.pause_s, self.clock = list(script), idle, pause_s, clock
         self.closed = False
+        self.calls = 0
 
     def assign(self, parts):
         pass
 
     def consume(self, num_messages: int, timeout: float):
-        time.sleep(self.pause_s)
+        self.calls += 1
+        if self.clock is not None:
+            self.clock.advance(self.pause_s)
+        else:
+            time.sleep(self.pause_s)
         return self.script.pop(0) if self.script else list(self.idle)
 
     def close(self):
@@ -56,22 +65,27 @@ def _eof(offset: int) -> _Msg:
 
 def test_error_events_alone_do_not_keep_a_stalled_read_alive():
     # records 0..2, then the broker only ever answers with an EOF event below the read position: before the
-    # fix any non-empty answer reset the stall clock and such a read never ended
-    consumer = _ScriptedConsumer([[_Msg(0), _Msg(1), _Msg(2)]], idle=[_eof(1)])
-    t = time.monotonic()
-    with pytest.raises(KafkaReadError, match=r"^t-0: reading \[0, 8\) made no progress for 0.3s at offset 3 "
+    # fix any non-empty answer reset the stall clock and such a read never ended (here: the clock's read limit)
+    clock = FakeClock(max_reads=1000)
+    consumer = _ScriptedConsumer([[_Msg(0), _Msg(1), _Msg(2)]], idle=[_eof(1)], pause_s=1, clock=clock)
+    with pytest.raises(KafkaReadError, match=r"^t-0: reading \[0, 8\) made no progress for 3s at offset 3 "
                                              r"\(kafka.retry.deadline.ms\)"):
-        list(read_range({}, "t", 0, 0, 8, stall_timeout_s=0.3, consumer_factory=lambda conf: consumer))
-    assert time.monotonic() - t < 5
+        list(read_range({}, "t", 0, 0, 8, stall_timeout_s=3, consumer_factory=lambda conf: consumer, clock=clock))
+    # the records' answer at 1 s, then EOF events at 2, 3, 4 and 5 s: the first answer more than 3 s after the
+    # last progress ends the read
+    assert consumer.calls == 5 and clock.now == 5
     assert consumer.closed
 
 
 def test_records_arriving_slowly_are_progress():
     # one record per answer, each after more than half the stall bound: progress every time, no failure
+    clock = FakeClock()
     script = [[_Msg(i)] for i in range(4)] + [[_eof(4)]]
-    consumer = _ScriptedConsumer(script, idle=[], pause_s=0.12)
-    batches = list(read_range({}, "t", 0, 0, 4, stall_timeout_s=0.2, consumer_factory=lambda conf: consumer))
+    consumer = _ScriptedConsumer(script, idle=[], pause_s=2, clock=clock)
+    batches = list(read_range({}, "t", 0, 0, 4, stall_timeout_s=3, consumer_factory=lambda conf: consumer,
+                              clock=clock))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 1, 2, 3]
+    assert consumer.calls == 4 and clock.now == 8  # 8 s in all, more than the bound: only the gaps count
 
 
 def test_the_deadline_key_reaches_config_with_a_bounded_default():

@@ -3,13 +3,15 @@ local store/manifest paths; the shared bounded-retry helper."""
 from __future__ import annotations
 
 import socket
-import time
+from functools import partial
 
 import pytest
+from support.clock import FakeClock, upper_bound
 
 from lakesink.config import SinkConfig
 from lakesink.driver.preflight import check_broker, check_local_dir, check_stores
 from lakesink.errors import KafkaMetadataError, StoreError
+from lakesink import retry
 from lakesink.retry import backoff_s, retry_until
 
 
@@ -27,15 +29,36 @@ def config(tmp_path, **over) -> SinkConfig:
     return SinkConfig.from_dict(d)
 
 
-def test_closed_broker_port_fails_fast_naming_it(tmp_path):
+def test_closed_broker_port_fails_at_the_preflight_timeout_naming_it(tmp_path, monkeypatch):
+    """Events, not timings: the preflight makes one metadata request, bounded by its timeout (the client's socket
+    timeout and the request's own), and the failure names the broker and that timeout."""
+    from confluent_kafka.admin import AdminClient
+
+    requests: list[tuple[str, object]] = []
+    real_init, real_list_topics = AdminClient.__init__, AdminClient.list_topics
+
+    def init(self, conf, **kwargs):
+        requests.append(("socket.timeout.ms", conf.get("socket.timeout.ms")))
+        real_init(self, conf, **kwargs)
+
+    def list_topics(self, *args, **kwargs):
+        timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
+        requests.append(("list_topics", timeout))
+        if timeout is None or timeout <= 0:  # librdkafka would wait forever on a closed port
+            raise AssertionError("the preflight metadata request has no timeout")
+        return real_list_topics(self, *args, **kwargs)
+
+    # the class's methods, not the name: AdminClient's own __init__ looks the name up (super(AdminClient, self))
+    monkeypatch.setattr(AdminClient, "__init__", init)
+    monkeypatch.setattr(AdminClient, "list_topics", list_topics)
     cfg = config(tmp_path)
-    t = time.monotonic()
     with pytest.raises(KafkaMetadataError) as e:
         check_broker(cfg, timeout_s=2.0)
-    print(f"failed after {time.monotonic() - t:.1f} s: {e.value}")
-    assert cfg.kafka_options["bootstrap.servers"] in str(e.value) and "preflight" in str(e.value)
+    print(e.value)
+    assert requests == [("socket.timeout.ms", 2000), ("list_topics", 2.0)]
+    assert cfg.kafka_options["bootstrap.servers"] in str(e.value)
+    assert "(preflight metadata request, 2 s timeout)" in str(e.value)
     assert e.value.exit_code == 5
-    assert time.monotonic() - t < 60
 
 
 def test_local_store_and_manifest_paths(tmp_path):
@@ -49,16 +72,31 @@ def test_local_store_and_manifest_paths(tmp_path):
 
 
 def test_retry_until_bounds_attempts_by_deadline():
+    # counts, not timings: a scripted clock, the backoff's jitter at its upper bound (1 s, 2 s, 4 s, 8 s ...)
+    clock = FakeClock()
     calls = []
 
     def flaky():
-        calls.append(time.monotonic())
+        calls.append(clock())
         raise TimeoutError("down")
 
-    t = time.monotonic()
     with pytest.raises(TimeoutError):
-        retry_until(flaky, deadline_s=0.5, base_ms=20, retryable=lambda e: isinstance(e, TimeoutError))
-    assert len(calls) > 1 and time.monotonic() - t < 5
+        retry_until(flaky, deadline_s=10, base_ms=1000, retryable=lambda e: isinstance(e, TimeoutError),
+                    clock=clock, sleep=clock.sleep, rng=upper_bound)
+    # attempts at 0, 1, 3 and 7 s; the next would start at 7 + 8 = 15 s, past the 10 s deadline: given up, no sleep
+    assert calls == [0, 1, 3, 7] and clock.sleeps == [1, 2, 4]
+
+    # the attempts' own time counts against the deadline too: no backoff, 1 s an attempt, 5 s: five attempts
+    clock, calls = FakeClock(), []
+
+    def slow():
+        calls.append(clock())
+        clock.advance(1)
+        raise TimeoutError("down")
+
+    with pytest.raises(TimeoutError):
+        retry_until(slow, 5, 1000, lambda e: True, clock=clock, sleep=clock.sleep, rng=lambda lo, hi: lo)
+    assert calls == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError):  # not retryable: one attempt
         retry_until(lambda: (_ for _ in ()).throw(ValueError("bad")), 5, 20, lambda e: False)
     it = iter([TimeoutError("once")])
@@ -118,13 +156,19 @@ def test_head_bucket_is_retried_through_throttling_and_signed_with_the_session_t
     assert all(h.get("X-Amz-Security-Token") == "token-pre" for h in srv.headers), srv.headers[0]
 
 
-def test_head_bucket_throttled_past_the_deadline_names_it(tmp_path):
+def test_head_bucket_throttled_past_the_deadline_names_it(tmp_path, monkeypatch):
+    # the preflight's retry on a scripted clock, the backoff's jitter at its upper bound: 200, 400, 800 ms
+    clock = FakeClock()
+    scripted = partial(retry_until, clock=clock, sleep=clock.sleep, rng=upper_bound)
+    monkeypatch.setattr(retry, "retry_until", scripted)
+    monkeypatch.setattr("lakesink.driver.preflight.retry_until", scripted, raising=False)
     srv = _HeadBucketServer(fail=10**6)
-    t = time.monotonic()
     try:
         with pytest.raises(StoreError) as e:
-            check_stores(s3_config(tmp_path, srv.url, **{"s3.retry.deadline.ms": "1500"}))
+            check_stores(s3_config(tmp_path, srv.url, **{"s3.retry.deadline.ms": "1500",
+                                                         "s3.retry.backoff.ms": "200"}))
     finally:
         srv.close()
     assert "throttled or unavailable (503) until s3.retry.deadline.ms=1500" in str(e.value)
-    assert len(srv.headers) > 1 and time.monotonic() - t < 10
+    # HeadBucket at 0, 0.2, 0.6 and 1.4 s; the next would start at 1.4 + 1.6 s, past the 1.5 s deadline
+    assert len(srv.headers) == 4 and clock.sleeps == pytest.approx([0.2, 0.4, 0.8])
