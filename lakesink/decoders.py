@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 import fastavro
 
-from lakesink import registry
+from lakesink import plugins
 from lakesink.errors import DecodeError, InvalidArgumentError, SchemaError, SchemaNotFoundError
 from lakesink.objects.records import ValueSchema
 from lakesink.schemas.avro import parse_schema, raw_reader_schema, value_schema
@@ -472,15 +472,15 @@ class JsonSchemaDecoder(Decoder):
 
 
 #: The registered decoder names; the classes and the alias table (Connect converter class names,
-#: ``bytearray``) live in :mod:`lakesink.registry`.
-DECODER_NAMES: tuple[str, ...] = registry.names("decoder")
+#: ``bytearray``) live in :mod:`lakesink.plugins`.
+DECODER_NAMES: tuple[str, ...] = plugins.names("decoder")
 
 
 def create_decoder(name: str, **options) -> Decoder:
     """Build a decoder by name (bytes|string|json|avro|json_schema, or a Connect converter class name).
     Raises ValueError for unknown names/options."""
-    cls = registry.load("decoder", name)  # ValueError: unknown decoder ...
-    key = registry.canonical("decoder", name)
+    cls = plugins.load("decoder", name)  # ValueError: unknown decoder ...
+    key = plugins.canonical("decoder", name)
     try:
         return cls(**options)
     except TypeError as e:

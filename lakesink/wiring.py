@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from lakesink import registry
+from lakesink import plugins
 from lakesink.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,12 +62,12 @@ def partitioner_settings(cfg: "SinkConfig") -> "PartitionerSettings":
 
 def partitioner(cfg: "SinkConfig") -> "Partitioner":
     """The configured partitioner (wrapped for tombstones when needed). A custom ``pkg.mod.Class``
-    is loaded through :mod:`lakesink.registry` and receives the whole config."""
+    is loaded through :mod:`lakesink.plugins` and receives the whole config."""
     from lakesink.objects.partitioners import BUILTIN_KINDS, build_partitioner
 
     custom = None
     if cfg.partitioner_class not in BUILTIN_KINDS:
-        custom = registry.load("partitioner", cfg.partitioner_class)(cfg)
+        custom = plugins.load("partitioner", cfg.partitioner_class)(cfg)
     return build_partitioner(partitioner_settings(cfg), custom)
 
 
@@ -90,18 +90,18 @@ def keys_have_schemas(cfg: "SinkConfig") -> bool:
     """Whether stored keys carry a schema (decoded from Confluent wire format, Avro or Protobuf) into a keys side
     file with one writer schema (Avro, Parquet): the records then hand their key schema to the keys writer and a
     new key schema starts new files."""
-    key = registry.canonical("format", cfg.keys_format_name)
+    key = plugins.canonical("format", cfg.keys_format_name)
     return bool(cfg.store_kafka_keys and cfg.key_decoder in ("avro", "protobuf") and key is not None
-                and registry.load("format", key).schema_per_file)
+                and plugins.load("format", key).schema_per_file)
 
 
 # ----------------------------------------------------------------------------- formats
 
 def _format_class(name: str) -> Any:
-    key = registry.canonical("format", name)
+    key = plugins.canonical("format", name)
     if key is None:
         raise InvalidArgumentError(f"unknown format {name!r}")
-    return registry.load("format", key)
+    return plugins.load("format", key)
 
 
 def format_spec(cfg: "SinkConfig", name: str) -> tuple[str, dict[str, Any]]:

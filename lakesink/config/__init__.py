@@ -73,8 +73,7 @@ overrides), :mod:`~lakesink.config.layout` (table locations, objects outside the
 """
 from __future__ import annotations
 
-from lakesink.config.model import Secret, SinkConfig
+from lakesink.config.model import Secret, SinkConfig, load_config
 from lakesink.config.parse import flatten, parse_properties
-from lakesink.config.validate import load_config
 
 __all__ = ["Secret", "SinkConfig", "load_config", "parse_properties", "flatten"]

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lakesink import registry
+from lakesink import plugins
 from lakesink.errors import BadValue
 from lakesink.config.parse import as_bool, as_int, as_list, as_raw_str, as_str
 
@@ -17,12 +17,40 @@ __all__ = ["MASK", "Key", "KEYS", "BY_NAME", "KNOWN_KEYS", "CONNECT_PREFIXES", "
 
 MASK = "******"
 
+
+class Secret:
+    """A string that never shows itself in ``repr``/``str``; call :meth:`reveal` to use it."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, value: str):
+        self._v = value
+
+    def reveal(self) -> str:
+        return self._v
+
+    def __repr__(self) -> str:
+        return f"Secret({MASK!r})"
+
+    def __str__(self) -> str:
+        return MASK
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._v == self._v
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._v))
+
+    def __reduce__(self):
+        return (Secret, (self._v,))
+
+
 AVRO_CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
 PARQUET_CODECS = ("none", "snappy", "gzip", "zstd", "lz4", "lz4_raw", "brotli")
 SSE_ALGOS = ("", "AES256", "aws:kms", "aws:kms:dsse")
 CANNED_ACLS = ("private", "public-read", "public-read-write", "authenticated-read", "aws-exec-read",
                "bucket-owner-read", "bucket-owner-full-control", "log-delivery-write")
-DECODERS = registry.names("decoder")  # avro, json, bytes, string
+DECODERS = plugins.names("decoder")  # avro, json, bytes, string
 
 
 # Kafka Connect framework keys: accepted, ignored (prefix match when ending with '.' or '*').

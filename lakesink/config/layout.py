@@ -19,7 +19,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from lakesink.errors import BadValue
-from lakesink.manifest.location import TableLocation, parse_location, prefixes_overlap
+from lakesink.manifest.location import DISABLED, TableLocation, parse_location, prefixes_overlap
 
 __all__ = ["check_locations", "manifest_engine", "archive_prefix", "topics_inside", "check_layout"]
 
@@ -31,8 +31,6 @@ def check_locations(vals: dict[str, Any], problem: Callable[[str, Any, str], Non
     """(manifest table, metrics table or None when turned off / unparsable). ``vals``' ``manifest_location`` and
     ``metrics_location`` become the resolved texts (relative local paths absolute, against the current
     directory)."""
-    from lakesink.manifest.metrics import DISABLED
-
     manifest = metrics = None
     given = vals.get("manifest_location")
     if given:

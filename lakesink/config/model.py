@@ -1,45 +1,23 @@
-"""The validated configuration value: :class:`SinkConfig` (frozen, picklable, secrets masked in
-``repr``) and :class:`Secret`. Validation is :mod:`lakesink.config.validate`; turning a config into
-components is :mod:`lakesink.wiring`."""
+"""The validated configuration value: :class:`SinkConfig` (frozen, picklable, secrets masked in ``repr``; its
+:class:`Secret` values are defined in :mod:`lakesink.config.keys`) and :func:`load_config`. Validation is
+:mod:`lakesink.config.validate` (which returns the fields; this module builds the value, so validate never imports
+it back); turning a config into components is :mod:`lakesink.wiring`."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from lakesink.config.keys import KEYS, MASK, is_secret, redact_url
-from lakesink.config.parse import flatten
+from lakesink.config.keys import KEYS, MASK, Secret, is_secret, redact_url
+from lakesink.config.parse import flatten, read_source, unwrap
+from lakesink.config.validate import build_values
+from lakesink.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config.schema_registry import RegistryConfig
 
-__all__ = ["Secret", "SinkConfig", "FIELD_NAMES"]
-
-
-class Secret:
-    """A string that never shows itself in ``repr``/``str``; call :meth:`reveal` to use it."""
-
-    __slots__ = ("_v",)
-
-    def __init__(self, value: str):
-        self._v = value
-
-    def reveal(self) -> str:
-        return self._v
-
-    def __repr__(self) -> str:
-        return f"Secret({MASK!r})"
-
-    def __str__(self) -> str:
-        return MASK
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._v == self._v
-
-    def __hash__(self) -> int:
-        return hash(("Secret", self._v))
-
-    def __reduce__(self):
-        return (Secret, (self._v,))
+__all__ = ["Secret", "SinkConfig", "FIELD_NAMES", "load_config"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,9 +108,7 @@ class SinkConfig:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str | None = None, name: str | None = None) -> "SinkConfig":
         """Validate a flat (or nested) mapping of Confluent/lakesink keys."""
-        from lakesink.config.validate import build_config  # validate builds SinkConfig: import on use
-
-        return build_config(flatten(values), source=source, job_name=name)
+        return cls(**build_values(flatten(values), source=source, job_name=name))
 
     # ------------------------------------------------------------------ derived
     # (components — naming, partitioner, formats, decoders, store — are built by lakesink.wiring)
@@ -198,3 +174,15 @@ class SinkConfig:
 
 # dataclass fields, for tests / tooling
 FIELD_NAMES = tuple(f.name for f in fields(SinkConfig))
+
+
+def load_config(source: str | os.PathLike | Mapping[str, Any]) -> SinkConfig:
+    """Load and validate a config from a file path (.properties / .json / .yaml) or a mapping."""
+    if isinstance(source, Mapping):
+        flat, name = unwrap(source, "<dict>")
+        return SinkConfig(**build_values(flatten(flat), source=None, job_name=name))
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError([ConfigProblem("<file>", str(path), "config file not found")], str(path))
+    flat, name = read_source(path)
+    return SinkConfig(**build_values(flatten(flat), source=str(path), job_name=name))

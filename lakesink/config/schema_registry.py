@@ -39,9 +39,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from lakesink import registry
-from lakesink.config.keys import is_secret
-from lakesink.config.model import Secret
+from lakesink import plugins
+from lakesink.config.keys import Secret, is_secret
 from lakesink.schemas.registry import STRATEGIES, canonical_strategy
 
 __all__ = ["RegistryConfig", "lift_converter_keys", "check_registry", "CLIENT_OPTIONS", "CONVERTER_PREFIXES"]
@@ -118,13 +117,13 @@ def lift_converter_keys(flat: Mapping[str, Any], problem: Any) -> dict[str, Any]
         cls = given.get(conv)
         if cls is None or given.get(dec) not in (None, ""):
             continue
-        short = registry.canonical("decoder", str(cls).strip())
+        short = plugins.canonical("decoder", str(cls).strip())
         if short is not None:
             del out[conv]
             out[dec] = short
         else:
             problem.warn(f"{conv}={cls} has no lakesink decoder; set {dec} "
-                         f"({', '.join(registry.names('decoder'))})")
+                         f"({', '.join(plugins.names('decoder'))})")
     return out
 
 

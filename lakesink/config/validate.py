@@ -1,11 +1,11 @@
 """Validation: a flat key → value mapping becomes a :class:`~lakesink.config.model.SinkConfig`, or one
 :class:`~lakesink.errors.ConfigError` listing every problem.
 
-:func:`build_config` reads the keys against the key table, then runs one small validator per section
+:func:`build_values` reads the keys against the key table, then runs one small validator per section
 (name, kafka, topics, naming/delimiters, formats, decoders, null values, affix, time zone,
 partitioner/time, store/S3). Each validator reads the parsed values, reports into a
 :class:`Problems` collector and returns the effective values of its section. Format and partitioner
-names are resolved by :mod:`lakesink.registry` (one alias table per kind).
+names are resolved by :mod:`lakesink.plugins` (one alias table per kind).
 """
 from __future__ import annotations
 
@@ -14,20 +14,18 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
-from lakesink import registry
-from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, ignored_reason, shown
+from lakesink import plugins
+from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, Secret, ignored_reason, shown
 from lakesink.config.layout import check_layout, check_locations, manifest_engine
 from lakesink.config.overrides import apply_overrides, is_override
-from lakesink.config.model import Secret, SinkConfig
-from lakesink.config.parse import as_str, flatten, read_source, unescape_java, unwrap
+from lakesink.config.parse import as_str, unescape_java
 from lakesink.config.schema_registry import check_registry, lift_converter_keys
 from lakesink.config.translate import foreign_key
 from lakesink.errors import BadValue, ConfigError, ConfigProblem, KeyNameError, PatternError
 
-__all__ = ["Problems", "ParsedKeys", "build_config", "load_config", "check_name", "check_kafka", "check_topics",
+__all__ = ["Problems", "ParsedKeys", "build_values", "check_name", "check_kafka", "check_topics",
            "check_naming", "check_formats", "check_decoders", "check_null_values", "check_affix",
            "check_timezone", "check_partitioner", "check_store", "canonical_extractor", "EXTRACTORS",
            "DEFAULT_DECODER"]
@@ -206,16 +204,16 @@ def check_naming(vals: dict[str, Any], problem: Problems) -> tuple[str, str, str
 def check_formats(vals: dict[str, Any], problem: Problems) -> tuple[str, str, str, bytes, str]:
     """``format.class``, ``keys.format.class``, ``headers.format.class``, gzip compatibility,
     ByteArray separator/extension → (value, keys, headers format, separator, extension)."""
-    fmt = registry.canonical("format", vals["format_name"])
+    fmt = plugins.canonical("format", vals["format_name"])
     if fmt is None:
         problem("format.class", vals["format_name"], "must be one of avro, json, bytearray, parquet, blockgzip "
                 "(or io.confluent.connect.s3.format.<x>.<X>Format)")
         fmt = "avro"
-    kfmt = registry.canonical("format", vals["keys_format_name"])
+    kfmt = plugins.canonical("format", vals["keys_format_name"])
     if kfmt is None or kfmt == "blockgzip":
         problem("keys.format.class", vals["keys_format_name"], "must be one of avro, json, bytearray, parquet")
         kfmt = "avro"
-    hfmt = registry.canonical("format", vals["headers_format_name"])
+    hfmt = plugins.canonical("format", vals["headers_format_name"])
     if hfmt == "bytearray":
         problem("headers.format.class", vals["headers_format_name"],
                 "ByteArrayFormat is not allowed for headers; use avro, json or parquet")
@@ -314,11 +312,11 @@ def canonical_extractor(v: str) -> str | None:
 
 
 def _canonical_partitioner(raw: str, problem: Problems) -> str:
-    pclass = registry.canonical("partitioner", raw)
+    pclass = plugins.canonical("partitioner", raw)
     if pclass is None:
         if "." in raw and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", raw):
             try:
-                registry.load("partitioner", raw)  # imports and checks the custom class
+                plugins.load("partitioner", raw)  # imports and checks the custom class
                 pclass = raw
             except ValueError as e:
                 problem("partitioner.class", raw, f"custom partitioner: {e}")
@@ -489,8 +487,9 @@ def _fullmatch(regex: str, topic: str) -> bool:
 
 # ----------------------------------------------------------------------------- build / load
 
-def build_config(flat: dict[str, Any], source: str | None, job_name: str | None) -> SinkConfig:
-    """Validate a flat mapping; raises one ConfigError listing every problem."""
+def build_values(flat: dict[str, Any], source: str | None, job_name: str | None) -> dict[str, Any]:
+    """Validate a flat mapping: the :class:`~lakesink.config.model.SinkConfig` fields (the model builds the
+    value, so this module does not import it back); raises one ConfigError listing every problem."""
     problem = Problems()
     keys = read_keys(lift_converter_keys(flat, problem), problem)  # Connect converter forms of registry keys
     vals = keys.vals
@@ -524,7 +523,7 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
     if problem.problems:
         raise ConfigError(problem.problems, source)
 
-    return SinkConfig(
+    return dict(
         name=name, topics=topics, topics_regex=regex, topics_dir=tdir,
         flush_size=vals["flush_size"], rotate_interval_ms=vals["rotate_interval_ms"],
         rotate_schedule_interval_ms=vals["rotate_schedule_interval_ms"],
@@ -564,15 +563,3 @@ def build_config(flat: dict[str, Any], source: str | None, job_name: str | None)
         raw={k: shown(k, v) for k, v in flat.items()},
         **partitioning,
     )
-
-
-def load_config(source: str | os.PathLike | Mapping[str, Any]) -> SinkConfig:
-    """Load and validate a config from a file path (.properties / .json / .yaml) or a mapping."""
-    if isinstance(source, Mapping):
-        flat, name = unwrap(source, "<dict>")
-        return build_config(flatten(flat), source=None, job_name=name)
-    path = Path(source)
-    if not path.is_file():
-        raise ConfigError([ConfigProblem("<file>", str(path), "config file not found")], str(path))
-    flat, name = read_source(path)
-    return build_config(flatten(flat), source=str(path), job_name=name)

@@ -47,9 +47,9 @@ class CountsParam(AccumulatorParam):  # type: ignore[misc,valid-type]
 
 
 def counts_of(rows: list[str]) -> Counts:
-    """The :class:`Counts` of one task's result rows (JSON, :func:`lakesink.executor.task.encode_result`)."""
+    """The :class:`Counts` of one task's result rows (JSON, :func:`lakesink.executor.results.encode_result`)."""
     from lakesink.executor.archiver import ArchivedRow
-    from lakesink.executor.task import decode_result
+    from lakesink.executor.results import decode_result
     from lakesink.manifest import OBJECT
 
     c = Counts()

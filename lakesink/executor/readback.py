@@ -37,7 +37,7 @@ import io
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
-from lakesink import registry
+from lakesink import plugins
 from lakesink.executor.cut import NO_CUT, Cut  # re-exported: callers import them from here
 from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgumentError, LakesinkError,
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
@@ -203,7 +203,7 @@ class RestoredRecord(NamedTuple):
 def record_bytes_rules() -> dict[str, str]:
     """Per value format, what :func:`read_records` returns as the value bytes (for docs and CLIs): each
     format's :attr:`~lakesink.objects.formats.base.Format.record_bytes_rule`."""
-    return {name: registry.load("format", name).record_bytes_rule for name in registry.names("format")}
+    return {name: plugins.load("format", name).record_bytes_rule for name in plugins.names("format")}
 
 
 def _read_view(store, fmt, obj: ArchivedObject, view: RecordView) -> list[Any]:

@@ -6,18 +6,13 @@ archiver: on any failure it aborts what it staged and re-raises, so the batch co
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
-import json
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from lakesink import wiring
 from lakesink.errors import BatchValidationError
-from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.deadletter import DeadLetters
-from lakesink.manifest.rows import ManifestRow
-from lakesink.store import PendingWrite
+from lakesink.executor.results import PartitionStatus, decode_result, encode_result  # noqa: F401 - decode_result re-exported
 from lakesink.transforms import dropped_offsets
 
 
@@ -174,35 +169,6 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                                                  letters.delivered if letters is not None else 0)))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
-
-
-@dataclass(frozen=True)
-class PartitionStatus:
-    """What a task read of its Kafka partition: the driver proves from it that the ranges chain."""
-
-    topic: str
-    partition: int
-    read: int
-    first_offset: int | None
-    last_offset: int | None
-    s3_retries: int = 0  # retried S3 requests of this task (throttling, dropped connections)
-    dead_lettered: int = 0  # records this task sent to the dead-letter topic (errors.tolerance=all)
-
-
-def encode_result(result: ArchivedRow | PartitionStatus) -> str:
-    """One result row of the task (a JSON string), as :func:`decode_result` reads it on the driver."""
-    if isinstance(result, PartitionStatus):
-        return json.dumps({"status": dataclasses.asdict(result)})
-    return json.dumps({"row": result.row.to_json(), "pending": [dataclasses.asdict(p) for p in result.pending]})
-
-
-def decode_result(text: str) -> ArchivedRow | PartitionStatus:
-    data = json.loads(text)
-    if "status" in data:
-        return PartitionStatus(**data["status"])
-    pending = tuple(PendingWrite(**{**p, "parts": tuple(tuple(x) for x in p["parts"]),
-                                    "content_etags": tuple(p["content_etags"])}) for p in data["pending"])
-    return ArchivedRow(ManifestRow.from_json(data["row"]), pending)
 
 
 def first_mixed(topics: list | None, parts: list, n: int) -> int | None:

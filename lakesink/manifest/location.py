@@ -24,6 +24,10 @@ from dataclasses import dataclass
 
 from lakesink.errors import BadValue
 
+#: ``metrics.location`` values that turn the metrics table off (here, beside the location rule, so the config's
+#: layout check reads it without importing the metrics writer).
+DISABLED = ("none", "off", "false", "disabled")
+
 __all__ = ["TableLocation", "parse_location", "resolve_location", "S3_SCHEMES", "prefixes_overlap"]
 
 #: schemes that name one S3 location (Hadoop's s3a/s3n and plain s3)

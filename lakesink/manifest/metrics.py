@@ -27,8 +27,7 @@ log = logging.getLogger("lakesink.manifest.metrics")
 __all__ = ["MetricsRow", "metrics_location", "metrics_row", "arrow_schema", "MetricsTable", "DISABLED", "metrics_ddl",
            "write_batch_metrics", "rows_table"]
 
-#: ``metrics.location`` values that turn the table off.
-DISABLED = ("none", "off", "false", "disabled")
+from lakesink.manifest.location import DISABLED  # noqa: E402 - re-exported: the rule lives with the location parser
 
 #: Phases of :attr:`BatchResult.seconds` that get a column (others only count in ``seconds_total``).
 PHASES = ("plan", "session", "archive", "commit")

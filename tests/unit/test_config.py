@@ -332,6 +332,8 @@ def test_naming_and_rotation_builders() -> None:
 
 
 def test_format_builders_call_registry_lazily(monkeypatch) -> None:
+    import lakesink.objects.formats  # noqa: F401 - the format classes (their options_from) load before the fake
+
     calls = []
     fake = types.ModuleType("lakesink.objects.formats")
 

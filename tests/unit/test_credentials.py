@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from lakesink.config.validate import load_config as build_config
+from lakesink.config import load_config as build_config
 from lakesink.credentials import (REFRESH_MARGIN_S, CredentialSettings, Credentials, ShippedCredentials,
                                   boto3_session, resolve, source_for_provider_class)
 from lakesink.errors import ConfigError

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from lakesink import registry, wiring
+from lakesink import plugins, wiring
 from lakesink.config import SinkConfig
 from lakesink.executor.readback import record_bytes_rules
 from lakesink.objects.formats import FORMAT_NAMES, create
@@ -35,8 +35,8 @@ def test_value_compression_is_the_formats_own_setting(name: str, compression: st
 
 
 def test_only_blockgzip_has_an_index_and_only_avro_parquet_one_schema_per_file() -> None:
-    assert {n for n in FORMAT_NAMES if registry.load("format", n).has_index} == {"blockgzip"}
-    assert {n for n in FORMAT_NAMES if registry.load("format", n).schema_per_file} == {"avro", "parquet"}
+    assert {n for n in FORMAT_NAMES if plugins.load("format", n).has_index} == {"blockgzip"}
+    assert {n for n in FORMAT_NAMES if plugins.load("format", n).schema_per_file} == {"avro", "parquet"}
     assert wiring.key_extensions(cfg("blockgzip")).index and not wiring.key_extensions(cfg("json")).index
 
 

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from lakesink import registry
+from lakesink import plugins
 from lakesink.objects.formats.avro import AvroFormat
 from lakesink.objects.formats.base import CountingSink, Format, FormatWriter, RecordView
 from lakesink.objects.formats.blockgzip import BlockGzipFormat
@@ -15,9 +15,9 @@ from lakesink.objects.formats.json import JsonFormat
 from lakesink.objects.formats.parquet import ParquetFormat
 from lakesink.errors import InvalidArgumentError
 
-#: The registered format names (see :mod:`lakesink.registry`, which also holds the one alias table:
+#: The registered format names (see :mod:`lakesink.plugins`, which also holds the one alias table:
 #: Confluent ``format.class`` names, ``lakesink.formats.BlockGzipFormat``, ``avroformat``, ...).
-FORMAT_NAMES: tuple[str, ...] = registry.names("format")
+FORMAT_NAMES: tuple[str, ...] = plugins.names("format")
 
 
 def create(name: str, **options) -> Format:
@@ -25,8 +25,8 @@ def create(name: str, **options) -> Format:
 
     Raises ValueError for an unknown name, an unknown option or a bad option value.
     """
-    cls = registry.load("format", name)  # ValueError: unknown format ...
-    key = registry.canonical("format", name)
+    cls = plugins.load("format", name)  # ValueError: unknown format ...
+    key = plugins.canonical("format", name)
     try:
         return cls(**options)
     except TypeError as e:  # unexpected keyword
