@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import io
 import json
 import os
 import re
@@ -25,10 +24,11 @@ from typing import Any, Callable
 
 import fastavro
 
-from lakesink import wiring
+from lakesink import plugins, wiring
 from lakesink.errors import (ArchiveReadError, CorruptObjectError, LakesinkError, RegistryError, SchemaCheckInputError,
                              StoreError)
 from lakesink.manifest import queries
+from lakesink.objects.formats.avro import HEADER_READ_BYTES  # re-exported: the Avro header read's first size
 from lakesink.schemas import compatibility
 from lakesink.schemas.avro import fingerprint
 
@@ -36,8 +36,6 @@ __all__ = ["ArchivedSchema", "SchemaCheckReport", "SchemaHistoryReport", "schema
            "read_object_schema", "candidate_schema", "HEADER_READ_BYTES"]
 
 #: The first ranged read of an Avro object's header; doubled while the header is longer.
-HEADER_READ_BYTES = 4096
-MAX_HEADER_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -193,72 +191,30 @@ def schema_history(config: Any, topic: str | None = None, spark: Any = None) -> 
 
 # ----------------------------------------------------------------------------------------------- objects
 
-class RangedReader(io.RawIOBase):
-    """A seekable read-only file over one stored object: every read is a ranged GET (pyarrow reads a Parquet
-    footer through it: the last 64 KiB, then the rest of a longer footer)."""
-
-    def __init__(self, store: Any, key: str, size: int, etag: str | None = None, version_id: str | None = None):
-        self.store, self.key, self.size, self.etag, self.version_id = store, key, size, etag, version_id
-        self.pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + offset)
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
-        if end <= self.pos:
-            return b""
-        data = self.store.read(self.key, etag=self.etag, version_id=self.version_id, byte_range=(self.pos, end - 1))
-        self.pos += len(data)
-        return data
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[:len(data)] = data
-        return len(data)
-
-
 def read_object_schema(store: Any, row: dict[str, Any]) -> Any | None:
     """The writer schema an archived object carries (Avro: container header; Parquet: footer), reading only
     those bytes; None for formats that carry none (JSON, bytes). Raises ArchiveReadError naming the object."""
-    from lakesink.objects.formats.avro import header_schema
-    from lakesink.objects.formats.parquet import footer_avro_schema
-
-    key, fmt = row["object_key"], row.get("format")
+    key, name = row["object_key"], row.get("format")
     etag, vid = row.get("etag"), row.get("version_id")
+    canonical = plugins.canonical("format", name) if name else None
+    if canonical is None:
+        return None
+
+    def read_range(start: int, end: int) -> bytes:
+        return store.read(key, etag=etag, version_id=vid, byte_range=(start, end))
+
+    def size() -> int:
+        if row.get("size_bytes") is not None:
+            return int(row["size_bytes"])
+        info = store.head(key)
+        if info is None:
+            raise StoreError("no such object")
+        return info.size
+
     try:
-        if fmt == "avro":
-            n = HEADER_READ_BYTES
-            while True:
-                data = store.read(key, etag=etag, version_id=vid, byte_range=(0, n - 1))
-                schema = header_schema(data)
-                if schema is not None:
-                    return schema
-                if len(data) < n or n >= MAX_HEADER_BYTES:  # the whole object (or more than any header) read
-                    raise CorruptObjectError("Avro object ends inside its container header")
-                n *= 2
-        if fmt == "parquet":
-            size = row.get("size_bytes")
-            if size is None:
-                info = store.head(key)
-                if info is None:
-                    raise StoreError("no such object")
-                size = info.size
-            return footer_avro_schema(RangedReader(store, key, int(size), etag, vid))
+        return plugins.load("format", canonical).writer_schema(read_range, size)  # Format.writer_schema
     except ArchiveReadError as e:
         raise CorruptObjectError(f"{store.uri(key)}: {e}") from None
-    return None
 
 
 # ----------------------------------------------------------------------------------------------- check

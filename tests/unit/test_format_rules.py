@@ -71,3 +71,26 @@ def test_json_keys_file_gives_bytes_keys_back_from_base64() -> None:
         w.write(SinkRecord("t", 0, 0, 0, key=b"\x00\xff", value=b"v"))
     assert fmt.key_bytes(out.getvalue(), "bytes") == [b"\x00\xff"]
     assert fmt.key_bytes(out.getvalue(), "string") == [b"AP8="]
+
+
+def test_writer_schema_reads_only_what_the_format_carries() -> None:
+    import io
+
+    from lakesink.objects.formats.base import RecordView
+    from lakesink.objects.records import SinkRecord
+
+    def never(*_a):
+        raise AssertionError("a format without a writer schema read bytes")
+
+    assert create("json").writer_schema(never, never) is None and create("bytearray").writer_schema(never, never) is None
+    out = io.BytesIO()
+    with create("avro").open_writer(out, RecordView.VALUE) as w:
+        w.write(SinkRecord("t", 0, 0, 0, key=None, value=b"v" * 100_000))
+    data, reads = out.getvalue(), []
+
+    def read_range(start: int, end: int) -> bytes:
+        reads.append((start, end))
+        return data[start:end + 1]
+
+    assert create("avro").writer_schema(read_range, never) == "bytes"
+    assert reads == [(0, 4095)]  # the header only, not the 100 kB object

@@ -33,12 +33,15 @@ from fastavro.write import Writer
 from lakesink.objects.records import SinkRecord, ValueSchema
 from lakesink.schemas.avro import fingerprint, primitive_schema_for, raw_parsed_schema
 from lakesink.objects.formats.base import (Format, FormatWriter, RecordView, binary_run, encode_error, header_pairs, record_key)
-from lakesink.errors import EmptyFileError, InvalidArgumentError
+from lakesink.errors import CorruptObjectError, EmptyFileError, InvalidArgumentError
 
 CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
 #: Container metadata of a ``.keys`` Avro file whose keys came in Confluent wire-format Avro: their schema's
 #: registry id (every key of the file has it: a new key schema starts new files).
 KEY_SCHEMA_ID = "lakesink.key.schema.id"
+#: Bytes of an object first read for its container header (doubled until the header is whole, up to the maximum)
+HEADER_READ_BYTES = 4096
+MAX_HEADER_BYTES = 64 * 1024 * 1024
 DEFAULT_SYNC_INTERVAL = 64000  # Avro Java's DataFileWriter default (Confluent's files)
 
 HEADERS_SCHEMA = {
@@ -99,6 +102,19 @@ class AvroFormat(Format):
             if keys is not None:
                 return keys
         return super().key_bytes(data, key_decoder)
+
+    @classmethod
+    def writer_schema(cls, read_range: Any, size: Any) -> Any | None:
+        """The container header's schema: the first :data:`HEADER_READ_BYTES`, doubled until the header is whole."""
+        n = HEADER_READ_BYTES
+        while True:
+            data = read_range(0, n - 1)
+            schema = header_schema(data)
+            if schema is not None:
+                return schema
+            if len(data) < n or n >= MAX_HEADER_BYTES:  # the whole object (or more than any header) read
+                raise CorruptObjectError("Avro object ends inside its container header")
+            n *= 2
 
     def header_columns(self, data: bytes) -> tuple[Any, Any, Any] | None:
         return read_headers_arrays(io.BytesIO(data))  # lakesink's headers schema: a column at a time

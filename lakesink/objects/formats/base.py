@@ -10,7 +10,7 @@ import base64
 import io
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import Any, BinaryIO, Iterator, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 from lakesink.errors import EncodeError, InvalidArgumentError
 from lakesink.objects.records import SinkRecord
@@ -84,6 +84,13 @@ class Format(ABC):
         or None when this format reads them record by record only."""
         return None
 
+    @classmethod
+    def writer_schema(cls, read_range: Callable[[int, int], bytes], size: Callable[[], int]) -> Any | None:
+        """The writer schema a stored object of this format carries, reading only the bytes that hold it
+        (``read_range(start, end)``, both inclusive; ``size()``: the object's size); None for formats that carry
+        none (JSON, bytes). Raises :class:`~lakesink.errors.ArchiveReadError` for an object that is not readable."""
+        return None
+
     def columnar_kind(self, decoder: Any) -> str | None:
         """The columnar write path (``lakesink.executor.columnar``) values from ``decoder`` can take into this
         format (``bytes``, ``avro``, ``avro_wire``, ``parquet``, ``json``), or None for the record path."""
@@ -115,6 +122,42 @@ class Format(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.extension}>"
+
+
+class RangeFile(io.RawIOBase):
+    """A seekable read-only file over one stored object of ``size`` bytes: every read is one
+    ``read_range(start, end)`` (pyarrow reads a Parquet footer through it: the last 64 KiB, then the rest of a
+    longer footer)."""
+
+    def __init__(self, read_range: Callable[[int, int], bytes], size: int):
+        self.read_range, self.size, self.pos = read_range, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        if end <= self.pos:
+            return b""
+        data = self.read_range(self.pos, end - 1)
+        self.pos += len(data)
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
 
 
 class FormatWriter(ABC):

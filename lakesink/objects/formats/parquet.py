@@ -21,7 +21,8 @@ import fastavro.validation
 from lakesink.objects.records import SinkRecord, ValueSchema
 from lakesink.schemas.avro import arrow_value_converter, avro_to_arrow_schema, primitive_schema_for, raw_parsed_schema
 from lakesink.errors import EmptyFileError, InvalidArgumentError, SchemaError
-from lakesink.objects.formats.base import Format, FormatWriter, RecordView, encode_error, header_pairs, record_key
+from lakesink.objects.formats.base import (Format, FormatWriter, RangeFile, RecordView, encode_error, header_pairs,
+                                          record_key)
 
 #: codec option -> (pyarrow compression, extension prefix per parquet-mr's CompressionCodecName)
 CODECS = {
@@ -63,6 +64,11 @@ class ParquetFormat(Format):
         from lakesink.objects.formats.record_bytes import parquet_values
 
         return parquet_values(self, data, schema_id, where)
+
+    @classmethod
+    def writer_schema(cls, read_range: Any, size: Any) -> Any | None:
+        """The footer's ``parquet.avro.schema``, reading only the footer."""
+        return footer_avro_schema(RangeFile(read_range, size()))
 
     def columnar_kind(self, decoder: Any) -> str | None:
         """``parquet`` for bare Avro of one fixed schema (the caller also checks Spark decodes it alike)."""
