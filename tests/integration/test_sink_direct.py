@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import fastavro
 import pytest
@@ -150,11 +149,16 @@ def test_a_range_the_broker_no_longer_has_fails_naming_the_partition(kafka, topi
     conf = consumer_config({"bootstrap.servers": kafka.bootstrap_servers}, "lakesink-test")
     batches = list(read_range(conf, topic_name, 0, 5, 20))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(5, 20))
-    t = time.monotonic()
+    from confluent_kafka import KafkaError
+    from support.consumers import recording
+
+    answers: list = []  # what each poll of the read answered
     with pytest.raises(KafkaReadError, match=rf"^{topic_name}-0: the broker's log ends at offset 20, before the "
                                              r"planned end 25"):
-        list(read_range(conf, topic_name, 0, 5, 25))
-    assert time.monotonic() - t < 30
+        list(read_range(conf, topic_name, 0, 5, 25, consumer_factory=recording(answers)))
+    # the event, not a timing: the broker's first end-of-partition event (offset 20) ended the read, no poll after it
+    eofs = [(i, off) for i, a in enumerate(answers) for off, code in a if code == KafkaError._PARTITION_EOF]
+    assert eofs == [(len(answers) - 1, 20)], answers
 
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
@@ -169,10 +173,15 @@ def test_a_range_the_broker_no_longer_has_fails_naming_the_partition(kafka, topi
 def test_an_unreachable_broker_fails_in_bounded_time(kafka, topic_name):
     conf = consumer_config({"bootstrap.servers": "127.0.0.1:1", "socket.connection.setup.timeout.ms": "1000"},
                            "lakesink-test")
-    t = time.monotonic()
+    from support.clock import FakeClock
+    from support.consumers import recording
+
+    clock, answers = FakeClock(tick=1, max_reads=100), []  # the stall bound's clock moves 1 s a reading
     with pytest.raises(KafkaReadError, match=rf"^{topic_name}-0: reading \[0, 5\) made no progress for 3s"):
-        list(read_range(conf, topic_name, 0, 0, 5, stall_timeout_s=3))
-    assert time.monotonic() - t < 15
+        list(read_range(conf, topic_name, 0, 0, 5, stall_timeout_s=3, consumer_factory=recording(answers),
+                        clock=clock))
+    # counts, not timings: the broker answered none of the read's polls, and the 3 s bound ended it on the 4th
+    assert len(answers) == 4 and not any(answers), answers
 
 
 @pytest.mark.parametrize("engine", ["spark", "local"])
