@@ -191,6 +191,12 @@ def schema_history(config: Any, topic: str | None = None, spark: Any = None) -> 
 
 # ----------------------------------------------------------------------------------------------- objects
 
+def _carries_schema(row: dict[str, Any]) -> bool:
+    """Whether the row's object is of a format whose files carry their writer schema (Avro, Parquet)."""
+    key = plugins.canonical("format", row.get("format")) if row.get("format") else None
+    return key is not None and plugins.load("format", key).schema_per_file
+
+
 def read_object_schema(store: Any, row: dict[str, Any]) -> Any | None:
     """The writer schema an archived object carries (Avro: container header; Parquet: footer), reading only
     those bytes; None for formats that carry none (JSON, bytes). Raises ArchiveReadError naming the object."""
@@ -239,7 +245,7 @@ def _archive_versions(cfg, topic: str, rows: list[dict[str, Any]], registry: Cal
         fp = r.get("schema_fingerprint")
         if fp:
             by_fp.setdefault(fp, []).append(r)
-        elif r.get("format") in ("avro", "parquet"):
+        elif _carries_schema(r):
             cur = unfingerprinted.get(r["kafka_partition"])
             if cur is None or (r.get("last_offset") or -1) > (cur.get("last_offset") or -1):
                 unfingerprinted[r["kafka_partition"]] = r
@@ -261,7 +267,7 @@ def _archive_versions(cfg, topic: str, rows: list[dict[str, Any]], registry: Cal
 
     for fp, group in by_fp.items():
         latest = max(group, key=lambda x: (x.get("last_offset") or -1))
-        readable = [x for x in group if x.get("format") in ("avro", "parquet")]
+        readable = [x for x in group if _carries_schema(x)]
         r = max(readable, key=lambda x: (x.get("last_offset") or -1)) if readable else latest
         schema = read_object_schema(store, r) if readable else None
         if schema is not None:
