@@ -1,4 +1,4 @@
-"""S3 faults injected by a loopback proxy (tests/integration/s3_proxy.py) in front of the moto S3 endpoint: 503
+"""S3 faults injected by a loopback proxy (tests/support/s3_proxy.py) in front of the moto S3 endpoint: 503
 SlowDown at 5/20/40 %, connections reset mid-upload, responses lost after S3 did the work, and a dead store.
 
 The objects (boto3, in the executors and on the driver) and the manifest (delta-rs) both go through the proxy. The
