@@ -1,6 +1,6 @@
 """Rendering of what the subcommands return (modelled on pyiceberg's ``pyiceberg.cli.output``).
 
-Commands never print their results: they return data (the dataclasses below, or the library's own
+Commands never print their results: they return data (the dataclasses of :mod:`lakesink.cli.results`, or the library's own
 ``BatchResult`` / ``VacuumReport``) and an :class:`Output` chosen by the global ``--format`` option
 renders it, as text for people (:class:`TextOutput`) or as JSON for scripts (:class:`JsonOutput`).
 Streamed results (one per sink batch) go through :meth:`Output.batch` as they happen.
@@ -10,142 +10,14 @@ from __future__ import annotations
 import json
 import sys
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, is_dataclass
 from typing import Any, Callable, TextIO
 
-# ---------------------------------------------------------------------------------------------- results
+from lakesink.devstack.cli import DevResult
 
-
-@dataclass
-class CheckResult:
-    """``lakesink check``: a config that validated."""
-
-    path: str
-    name: str
-    topics: list[str]
-    topics_regex: str | None
-    format: str
-    partitioner: str
-    flush_size: int
-    bucket: str
-    topics_dir: str
-    manifest_location: str
-    ignored_keys: list[tuple[str, str]] = field(default_factory=list)  # (key, reason), sorted by key
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class SinkResult:
-    """``lakesink sink``: every batch was already rendered as it committed; this is the run's total."""
-
-    batches: list[Any] = field(default_factory=list)  # lakesink.driver.sink.BatchResult
-
-
-@dataclass
-class VacuumResult:
-    """``lakesink vacuum``: the report plus how to name its keys (``uri(key)``)."""
-
-    report: Any  # lakesink.driver.vacuum.VacuumReport
-    uri: Callable[[str], str]
-    execute: bool
-
-
-@dataclass
-class RestoreResult:
-    """``lakesink restore``: the report of the run (or of the dry run)."""
-
-    report: Any  # lakesink.driver.restore.RestoreReport
-
-
-@dataclass
-class ImportResult:
-    """``lakesink manifest import``: the report plus how to name its keys (``uri(key)``)."""
-
-    report: Any  # lakesink.driver.manifest_import.ImportReport
-    uri: Callable[[str], str]
-
-
-@dataclass
-class SchemaHistoryResult:
-    """``lakesink schema history``: the manifest's value schemas per topic."""
-
-    report: Any  # lakesink.driver.schema_check.SchemaHistoryReport
-
-
-@dataclass
-class SchemaCheckResult:
-    """``lakesink schema check``: exit 0 when the candidate is compatible, 1 when not."""
-
-    report: Any  # lakesink.driver.schema_check.SchemaCheckReport
-
-    @property
-    def exit_code(self) -> int:
-        return self.report.exit_code
-
-
-@dataclass
-class TranslateResult:
-    """``lakesink check --translate``: another connector's config as a lakesink config."""
-
-    path: str
-    connector: str
-    mapping: list[tuple[str, str, str]]  # (their key, lakesink key or "-", what differs)
-    differences: list[str]               # how the objects differ
-    properties: str                      # the translated config, secrets left out
-    withheld: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TableResult:
-    """``lakesink sql``: a query's columns and rows (Python values), printed as an aligned table, JSON or CSV."""
-
-    columns: list[str]
-    rows: list[tuple]
-    notes: list[str] = field(default_factory=list)
-    exit_code: int = 0
-
-
-@dataclass
-class StatusResult:
-    """``lakesink status``: exit 0 when healthy, 1 past a threshold."""
-
-    report: Any  # lakesink.driver.status.StatusReport
-
-    @property
-    def exit_code(self) -> int:
-        return self.report.exit_code
-
-
-@dataclass
-class DemoResult:
-    """``lakesink demo``: what the end-to-end run archived."""
-
-    ok: bool
-    records: int
-    archived: int
-    objects: int
-    batches: list[Any] = field(default_factory=list)  # BatchResult
-    sample_keys: list[str] = field(default_factory=list)
-    partitions: list[dict] = field(default_factory=list)  # the manifest query's rows
-    seconds: float = 0.0
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
-
-
-@dataclass
-class DevResult:
-    """``lakesink dev up|down|status``."""
-
-    action: str                # up | down | status
-    running: bool
-    message: str | None = None  # "dev stack up (...)", "dev stack not running", ...
-    state: dict | None = None   # the stack's state file (pids, ports, endpoint, keys)
-    state_file: str | None = None
-    log: str | None = None
-    ports_open: dict[str, bool] | None = None  # status only: {"kafka": bool, "s3": bool, "registry": bool}
-    exit_code: int = 0
+from lakesink.cli.results import (CheckResult, DemoResult, ImportResult, RestoreResult,  # noqa: F401 - re-exported
+                                  SchemaCheckResult, SchemaHistoryResult, SinkResult, StatusResult, TableResult,
+                                  TranslateResult, VacuumResult)
 
 
 # ---------------------------------------------------------------------------------------------- outputs

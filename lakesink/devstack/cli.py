@@ -4,18 +4,32 @@
 ``.lakesink/dev-stack.log``), waits (bounded) until it has written ``.lakesink/dev-stack.json`` (pids, ports,
 endpoint) and returns how to reach the services. ``down`` stops it; ``status`` returns the state.
 Paths are relative to the current directory unless ``state_file`` says otherwise. The functions return a
-:class:`lakesink.cli.output.DevResult`; ``lakesink.cli.dev`` holds the argument parser and the rendering.
+:class:`DevResult`; ``lakesink.cli.dev`` holds the argument parser and the rendering.
 """
 from __future__ import annotations
 
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from lakesink.cli.output import DevResult
 from lakesink.devstack import kill_pid, log_tail, pid_alive, port_open, spawn
 from lakesink.errors import DevStackError
+
+@dataclass
+class DevResult:
+    """``lakesink dev up|down|status``."""
+
+    action: str                # up | down | status
+    running: bool
+    message: str | None = None  # "dev stack up (...)", "dev stack not running", ...
+    state: dict | None = None   # the stack's state file (pids, ports, endpoint, keys)
+    state_file: str | None = None
+    log: str | None = None
+    ports_open: dict[str, bool] | None = None  # status only: {"kafka": bool, "s3": bool, "registry": bool}
+    exit_code: int = 0
+
 
 DEFAULT_STATE = Path(".lakesink") / "dev-stack.json"
 

@@ -38,6 +38,8 @@ one-record file, since ``now`` is fixed per batch.
 
 ``now`` (the Wallclock timestamp and the scheduled-rotation clock) is read once per batch, at the
 first :meth:`process` after construction or :meth:`finish`, as Connect captures it once per put().
+Size: over the ~500-line guide on purpose: one state machine (spec §3) and its events, read top to bottom
+against the spec; its transitions reference each other and are kept together.
 """
 from __future__ import annotations
 

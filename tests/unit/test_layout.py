@@ -133,3 +133,95 @@ def test_argument_errors_of_pure_objects_are_lakesink_errors():
         with pytest.raises(InvalidArgumentError) as ei:
             bad()
         assert isinstance(ei.value, LakesinkError)
+
+
+#: The package order CONTRIBUTING.md draws, lowest first: a module may import from its own layer and the layers
+#: before it, never from a later one (imports inside functions and under TYPE_CHECKING count too). The longest
+#: matching prefix places a module; ``lakesink`` itself (the version and the lazy notebook names) is the floor.
+LAYERS: list[tuple[str, ...]] = [
+    ("lakesink.errors", "lakesink.hooks", "lakesink.retry", "lakesink.objects.records", "lakesink.manifest.location"),
+    ("lakesink.schemas", "lakesink.decoders", "lakesink.plugins", "lakesink.objects"),
+    ("lakesink.transforms", "lakesink.credentials"),
+    ("lakesink.config",),
+    ("lakesink.store",),
+    ("lakesink.manifest",),
+    ("lakesink.wiring",),
+    ("lakesink.executor",),
+    ("lakesink.runners",),
+    ("lakesink.driver",),
+    ("lakesink.runtime",),
+    ("lakesink.devstack",),
+    ("lakesink.cli",),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module`` (longest matching prefix), 0 for the root; None: not placed."""
+    if module == "lakesink":
+        return 0
+    best: tuple[int, int] | None = None
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if _hits(module, prefix) and (best is None or len(prefix) > best[1]):
+                best = (i, len(prefix))
+    return None if best is None else best[0]
+
+
+def _lakesink_modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in _modules(PACKAGE)}
+
+
+def _target(module: str, known: dict[str, Path]) -> str:
+    """The module of ``known`` an imported name lives in (``a.b.name`` -> ``a.b``)."""
+    while module and module not in known:
+        module = module.rpartition(".")[0]
+    return module
+
+
+def upward_imports(known: dict[str, Path]) -> list[str]:
+    bad = []
+    for name, path in sorted(known.items()):
+        here = layer_of(name)
+        for line, mod in _imported_modules(path):
+            if not _hits(mod, "lakesink"):
+                continue
+            target = _target(mod, known)
+            there = layer_of(target)
+            if here is not None and there is not None and there > here:
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                bad.append(f"{where}:{line}: {name} (layer {here}) imports {target} (layer {there})")
+    return sorted(set(bad))
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in _lakesink_modules() if layer_of(m) is None]
+    assert not unplaced, f"add them to LAYERS (and CONTRIBUTING.md): {unplaced}"
+
+
+def test_no_module_imports_from_a_later_layer():
+    bad = upward_imports(_lakesink_modules())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path):
+    """A store module importing the driver is caught."""
+    probe = tmp_path / "lakesink" / "store" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("def f():\n    from lakesink.driver.sink import SinkJob\n")
+    bad = upward_imports({**_lakesink_modules(), "lakesink.store.probe": probe})
+    assert len(bad) == 1 and "lakesink.store.probe (layer 4) imports lakesink.driver.sink (layer 9)" in bad[0]
+
+
+#: A module longer than this says why at its top (a ``Size:`` paragraph in its docstring)
+LONG_MODULE_LINES = 500
+
+
+def test_a_long_module_says_why_at_its_top():
+    bad = []
+    for path in _modules(PACKAGE):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > LONG_MODULE_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "Size:" not in doc:
+                bad.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines, no 'Size:' reason in its docstring")
+    assert not bad, "\n".join(bad)
