@@ -119,7 +119,7 @@ def run(spark: Any = None, config: Any = None, *, engine: str = "auto", master: 
     else one every ``interval_s`` until ``stop`` (a ``threading.Event``) is set. ``spark``: a session to use
     (None: one is started from the config when needed); ``engine``: ``auto``, ``spark`` or ``local``
     (:func:`local_workers`)."""
-    from lakesink.config import as_config
+    from lakesink.driver.archive import as_config
     from lakesink.driver.sink import SinkJob
 
     if config is None:

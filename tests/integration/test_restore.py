@@ -254,3 +254,48 @@ def test_blockgzip_cut_fetches_only_the_needed_chunks_from_s3(s3, tmp_path):
     assert ranged == [(r.byte_start, r.byte_end) for r in want]
     value_bytes = store.fetched - sum(len(store.store.read(k)) for k, br in store.reads if k != obj.object_key)
     assert value_bytes == sum(b - a + 1 for a, b in ranged) and value_bytes < size / 5, (value_bytes, size)
+
+
+@pytest.fixture(scope="module")
+def local_runner():
+    """Two local worker processes: the runner the local engine gives restore and read_archive."""
+    from lakesink.runners.local import LocalRunner
+
+    with LocalRunner(2) as runner:
+        yield runner
+
+
+def _record_tuples(rows) -> list[tuple]:
+    # the instant: Arrow gives an aware UTC datetime, Spark's collect a naive local one (both .timestamp() alike)
+    return sorted((r["partition"], r["offset"], r["key"], r["value"], r["timestamp"].timestamp(), r["timestamp_type"],
+                   [(h["key"], h["value"]) for h in (r["headers"] or [])]) for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["avro", "parquet"])
+def test_read_archive_reads_the_same_records_on_every_runner(spark, archives, local_runner, fmt):
+    """read_archive takes a runner: local worker processes give an Arrow table of exactly the records Spark's
+    DataFrame holds (same columns, same bytes)."""
+    import pyarrow as pa
+
+    cfg, _topic, _want = archives[fmt]
+    on_spark = lakesink.read_archive(spark, cfg)
+    local = lakesink.read_archive(spark, cfg, runner=local_runner)
+    assert isinstance(local, pa.Table) and local.column_names == on_spark.columns
+    spark_rows = [r.asDict(recursive=True) for r in on_spark.collect()]
+    assert len(spark_rows) == local.num_rows == N
+    assert _record_tuples(local.to_pylist()) == _record_tuples(spark_rows)
+    empty = lakesink.read_archive(spark, cfg, where="kafka_partition = 9", runner=local_runner)
+    assert empty.num_rows == 0 and empty.column_names == on_spark.columns
+
+
+def test_restore_runs_on_the_local_runner(spark, kafka, archives, local_runner):
+    """restore takes a runner: its tasks in local worker processes produce the same copy, exactly once."""
+    cfg, topic, want = archives["bytearray"]
+    copy = f"local_copy_of_{topic}"
+    kafka.create_topic(copy, partitions=2)
+    rep = lakesink.restore(spark, cfg, to_topic=copy, runner=local_runner)
+    assert rep.produced == N and [p.produced for p in rep.partitions] == [N // 2, N // 2]
+    check_copy(kafka, "bytearray", want, copy)
+    again = lakesink.restore(spark, cfg, to_topic=copy, runner=local_runner)
+    assert (again.produced, again.skipped) == (0, N)
+    check_copy(kafka, "bytearray", want, copy)
