@@ -27,7 +27,7 @@ def wheel_venv(tmp_path_factory) -> Path:
                    check=True, capture_output=True, cwd=ROOT)
     (whl,) = (work / "dist").glob("lakesink-*.whl")
     names = zipfile.ZipFile(whl).namelist()
-    assert "lakesink/cli/log4j2-cli.properties" in names and "lakesink/credentials.py" in names
+    assert "lakesink/runtime/log4j2-cli.properties" in names and "lakesink/credentials.py" in names
     assert any(n.endswith("entry_points.txt") for n in names)
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
