@@ -222,7 +222,7 @@ def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]]
                      columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
                      headers: bool, ts_type: bool = False, stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
     """A task's body: for each of its ``ids`` (a Python RDD's elements, or
-    :func:`lakesink.runners.spark.range_ids` of a ``spark.range`` task), read ``ranges[id]`` (topic,
+    :func:`lakesink.runners.first_column` of a ``spark.range`` task's batches), read ``ranges[id]`` (topic,
     partition, start, end exclusive) and archive it; a read stalled for ``stall_timeout_s`` fails it. Yields Arrow
     batches of result rows (:func:`lakesink.runners.first_column` gives them one by one)."""
     from lakesink.executor.task import archive_partitions

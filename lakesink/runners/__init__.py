@@ -57,7 +57,8 @@ class TaskRunner(Protocol):
         """A batch's progress while its tasks run (:func:`lakesink.runners.progress.track`)."""
 
 
-def first_column(batches: Iterable["pa.RecordBatch"]) -> Iterator[str]:
-    """The values of each batch's first column, one by one."""
+def first_column(batches: Iterable["pa.RecordBatch"]) -> Iterator[Any]:
+    """The values of each batch's first column, one by one: a task's result strings, or the ids a
+    ``spark.range(...).mapInArrow`` task is handed."""
     for b in batches:
         yield from b.column(0).to_pylist()

@@ -19,7 +19,7 @@ from lakesink.runners.progress import Progress, Tracking, track
 
 log = logging.getLogger("lakesink.runners.spark")
 
-__all__ = ["SparkRunner", "local_context", "range_ids"]
+__all__ = ["SparkRunner", "local_context"]
 
 
 def local_context(spark: Any) -> Any:
@@ -29,12 +29,6 @@ def local_context(spark: Any) -> Any:
         return sc if sc.master.startswith("local") else None
     except Exception:  # noqa: BLE001 - Spark Connect and shared clusters have no SparkContext
         return None
-
-
-def range_ids(batches: Iterable[Any]) -> Iterator[int]:
-    """The ids a ``spark.range(...).mapInArrow`` task is handed (the first column of its batches)."""
-    for b in batches:
-        yield from b.column(0).to_pylist()
 
 
 def tasks_completed(spark: Any) -> int:
@@ -111,7 +105,7 @@ class SparkRunner:
         sc = local_context(spark)
         if sc is not None:  # n slices of range(n): exactly one id per Spark partition
             return sc.parallelize(range(n), n).mapPartitions(lambda ids: first_column(fn(ids))).collect()
-        rows = spark.range(0, n, 1, n).mapInArrow(lambda batches: fn(range_ids(batches)), schema).collect()
+        rows = spark.range(0, n, 1, n).mapInArrow(lambda batches: fn(first_column(batches)), schema).collect()
         return [r[0] for r in rows]
 
     def frame(self, fn: TaskFn, n: int, schema: str, arrow_schema: Any) -> Any:
@@ -119,7 +113,7 @@ class SparkRunner:
         if n == 0:
             return spark.createDataFrame([], schema)
         # range(n) in n slices: one id per Spark task (no Python RDD, no shuffle)
-        return spark.range(0, n, 1, n).mapInArrow(lambda batches: fn(range_ids(batches)), schema)
+        return spark.range(0, n, 1, n).mapInArrow(lambda batches: fn(first_column(batches)), schema)
 
     def map_frame(self, df: Any, fn: Callable[[Iterator[Any]], Iterator[Any]], schema: str) -> list[str]:
         """``fn`` over a DataFrame's Arrow batches (e.g. Spark's Kafka source); the first column of its batches.

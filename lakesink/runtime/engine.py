@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 from lakesink.errors import InvalidArgumentError
 from lakesink.runtime.logs import log_output
 
-__all__ = ["ENGINES", "Engine", "Once", "local_workers", "open_engine", "start_local_runner", "run"]
+__all__ = ["ENGINES", "Engine", "local_workers", "open_engine", "start_local_runner", "run"]
 
 #: ``--engine`` / ``engine=`` values
 ENGINES = ("auto", "spark", "local")
@@ -65,20 +65,6 @@ def start_local_runner(job: str, workers: int):
             os.close(fd)
 
 
-class Once:
-    """A zero-argument callable's result, computed on the first call and kept (a session started at most once)."""
-
-    def __init__(self, start: Callable[[], Any]):
-        self._start = start
-        self._done = False
-        self._value: Any = None
-
-    def __call__(self) -> Any:
-        if not self._done:
-            self._value, self._done = self._start(), True
-        return self._value
-
-
 @dataclass(frozen=True)
 class Engine:
     """A run's engine: ``runner`` runs the tasks; ``spark`` is the session (or a zero-argument callable that
@@ -104,7 +90,7 @@ def open_engine(cfg: Any, engine: str = "auto", master: str | None = None, spark
     if spark is None:
         start = functools.partial(session, cfg, master, wiring.spark_schedules_only(cfg))
         # one session, whoever asks first: the runner's tasks, a catalog manifest, Spark's Kafka source
-        spark = SessionInAdvance(start) if workers is None and in_advance and starts_local_jvm() else Once(start)
+        spark = SessionInAdvance(start) if workers is None and in_advance and starts_local_jvm() else functools.cache(start)
     if workers is None:
         yield Engine(SparkRunner(spark), spark)
         return

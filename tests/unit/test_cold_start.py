@@ -109,13 +109,12 @@ def test_the_direct_reader_runs_python_rdd_tasks_only_on_a_local_master():
 
 def test_both_routes_hand_the_reader_the_same_ids_and_get_the_same_rows():
     """The RDD route gives read_and_archive its partition's ints; the mapInArrow route the ids of its range batches
-    (range_ids); both take the rows out of the Arrow result batches the same way (first_column)."""
+    and the rows of the Arrow result batches are taken out the same way: both are first_column."""
     import pyarrow as pa
 
-    from lakesink.runners import first_column as result_rows
-    from lakesink.runners.spark import range_ids
+    from lakesink.runners import first_column
 
-    assert list(range_ids([pa.RecordBatch.from_pydict({"id": [3, 4]}), pa.RecordBatch.from_pydict({"id": [5]})])) \
+    assert list(first_column([pa.RecordBatch.from_pydict({"id": [3, 4]}), pa.RecordBatch.from_pydict({"id": [5]})])) \
         == [3, 4, 5]
     out = [pa.RecordBatch.from_pydict({"row": ["a", "b"]}), pa.RecordBatch.from_pydict({"row": ["c"]})]
-    assert list(result_rows(out)) == ["a", "b", "c"]
+    assert list(first_column(out)) == ["a", "b", "c"]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -191,6 +192,40 @@ def upward_imports(known: dict[str, Path]) -> list[str]:
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                 bad.append(f"{where}:{line}: {name} (layer {here}) imports {target} (layer {there})")
     return sorted(set(bad))
+
+
+def import_graph(known: dict[str, Path]) -> dict[str, set[str]]:
+    """Module → the ``lakesink`` modules it imports (anywhere in it, functions and TYPE_CHECKING included), less
+    its own packages (``from lakesink.cli import output`` in ``lakesink.cli.main``: a module's packages are
+    imported before it whatever it says)."""
+    graph = {}
+    for name, path in known.items():
+        targets = {_target(mod, known) for _, mod in _imported_modules(path) if _hits(mod, "lakesink")}
+        graph[name] = {t for t in targets if t and t != name and not name.startswith(t + ".")}
+    return graph
+
+
+def a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (its modules, the first repeated at the end), or None."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        return e.args[1]
+    return None
+
+
+def test_no_import_cycle():
+    """A cycle hidden in a function still ties the modules together: neither can be understood or moved alone."""
+    graph = import_graph(_lakesink_modules())
+    assert "lakesink.executor.results" in graph["lakesink.executor.progress"]  # the graph is read, not empty
+    assert a_cycle(graph) is None
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) in (["a", "c", "b", "a"], ["a", "b", "c", "a"],
+                                                                       ["b", "a", "c", "b"], ["c", "b", "a", "c"],
+                                                                       ["b", "c", "a", "b"], ["c", "a", "b", "c"])
+    assert a_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_every_module_has_a_layer():
