@@ -167,6 +167,19 @@ class EmptyFileError(LakesinkError):
     (Avro/Parquet take their schema from the first record)."""
 
 
+class NotInstalledError(LakesinkError):
+    """Something a command needs is not installed: the jars (``lakesink setup``), Java, an extra (``moto`` for
+    the local stack). The message names the command or extra that brings it."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class SetupError(LakesinkError):
+    """``lakesink setup`` could not download or check a pinned artifact (network, a checksum mismatch)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
 class DevStackError(LakesinkError):
     """A local service (broker, S3 endpoint, Spark cluster) could not be started or stopped."""
 
