@@ -6,9 +6,9 @@ Two modes, chosen by :func:`get_spark`:
 
 - ``PYSPARK_PYTHON=sys.executable`` and ``SPARK_LOCAL_IP=127.0.0.1`` in the environment if unset (Python
   workers must run this interpreter; Spark must not bind a non-loopback address);
-- every jar in the jar directory (``$LAKESINK_JARS_DIR``, else ``<checkout>/.cache/jars/spark``) on the class path
-  in local mode, or as ``spark.jars`` for another master (:func:`jar_conf`)
-  (materialised by ``scripts/bootstrap``) -- Kafka source, Avro, Delta, S3A + AWS SDK;
+- every jar in the jar directory (``$LAKESINK_JARS_DIR``, else ``<checkout>/.cache/jars/spark``, else the user
+  cache ``lakesink setup`` fills: :func:`default_jars_dir`) on the class path in local mode, or as ``spark.jars``
+  for another master (:func:`jar_conf`) -- Kafka source, Avro, Delta, S3A + AWS SDK;
 - the Delta SQL extension and catalog;
 - in local mode, the JVM class-data archive ``scripts/bootstrap`` builds (:mod:`lakesink.runtime.class_archive`), when
   it is there, mapped by the driver JVM (its options go before any ``spark.driver.extraJavaOptions`` given);
@@ -49,19 +49,13 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 #: 4.0 -> 3.1 s, first Python job 2.4 -> 1.9 s).
 SCHEDULER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
-def default_jars_dir() -> Path:
-    """``$LAKESINK_JARS_DIR`` or ``<checkout>/.cache/jars/spark``; LakesinkError if it holds no jar."""
-    env = os.environ.get(JARS_ENV)
-    if env:
-        path, source = Path(env), f"${JARS_ENV}"
-    else:
-        path, source = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark", "the checkout"
-    if not path.is_dir() or not any(path.glob("*.jar")):
-        raise LakesinkError(
-            f"no Spark jars (Kafka source, Delta, S3A) in {path} (from {source}): run scripts/bootstrap "
-            f"to download them, or set {JARS_ENV}, or {CLUSTER_ENV}=1 on a cluster that provides them"
-        )
-    return path
+def default_jars_dir(command: str | None = None) -> Path:
+    """The Spark jar directory: ``$LAKESINK_JARS_DIR``, else ``<checkout>/.cache/jars/spark`` (scripts/bootstrap),
+    else the per-user cache ``lakesink setup`` fills (:func:`lakesink.runtime.jars.find_dir`). NotInstalledError
+    (exit 5, one line naming ``lakesink setup``; ``command`` says who needs them) when none holds a jar."""
+    from lakesink.runtime.jars import find_dir
+
+    return find_dir("spark", command)
 
 
 def cluster_environment() -> bool:
@@ -142,6 +136,9 @@ def get_spark(
             set_credentials(spark, s3.credential_conf())
         return spark
 
+    from lakesink.runtime.jars import require_java
+
+    require_java()  # one line naming what to install, not pyspark's JAVA_GATEWAY_EXITED
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings = local_settings(app_name, master, s3, conf, scheduler_only)
