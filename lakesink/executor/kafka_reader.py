@@ -67,9 +67,9 @@ def arrow_schema(key: bool, topic: bool, headers: bool, ts_type: bool = False):
 def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str, Any]:
     """librdkafka consumer settings: the config's ``kafka.*`` keys as librdkafka names them, then the
     reader's own (assign-only, no commits, EOF events, no silent offset reset)."""
-    from lakesink import wiring
+    from lakesink.config.kafka import librdkafka_options
 
-    conf: dict[str, Any] = dict(wiring.librdkafka_config(kafka_options))
+    conf: dict[str, Any] = dict(librdkafka_options(kafka_options)[0])
     conf.setdefault("group.id", group_id)  # required by librdkafka; never joined, never committed to
     conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
     conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True,
@@ -218,13 +218,14 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         consumer.close()
 
 
-def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]], cfg, ctx, plans: dict,
+def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]], parts, ctx, plans: dict,
                      columnar, kafka_options: Mapping[str, str], group_id: str, key: bool, with_topic: bool,
                      headers: bool, ts_type: bool = False, stall_timeout_s: float = STALL_TIMEOUT_S) -> Iterator[Any]:
     """A task's body: for each of its ``ids`` (a Python RDD's elements, or
     :func:`lakesink.runners.first_column` of a ``spark.range`` task's batches), read ``ranges[id]`` (topic,
-    partition, start, end exclusive) and archive it; a read stalled for ``stall_timeout_s`` fails it. Yields Arrow
-    batches of result rows (:func:`lakesink.runners.first_column` gives them one by one)."""
+    partition, start, end exclusive) and archive it with the run's ``parts`` (:class:`lakesink.wiring.TaskParts`);
+    a read stalled for ``stall_timeout_s`` fails it. Yields Arrow batches of result rows
+    (:func:`lakesink.runners.first_column` gives them one by one)."""
     from lakesink.executor.task import archive_partitions
 
     conf = consumer_config(kafka_options, group_id)
@@ -233,4 +234,4 @@ def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]]
         yield from archive_partitions(
             read_range(conf, topic, part, start, end, key=key, with_topic=with_topic, headers=headers,
                        ts_type=ts_type, stall_timeout_s=stall_timeout_s),
-            cfg, ctx, plans, columnar)
+            parts, ctx, plans, columnar)
