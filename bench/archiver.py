@@ -106,6 +106,7 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = No
     from lakesink.executor.columnar import ColumnarPlan
     from lakesink.config import SinkConfig
     from lakesink.executor.task import archive_partitions
+    from lakesink.wiring import task_parts
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-arch-"))
     try:
@@ -114,8 +115,8 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = No
         ctx = BatchContext(job=cfg.name, run_id="bench", batch_id=0, cluster_id=None, topic_ids={},
                            flush_tail=True)
         t = time.process_time()  # CPU time: robust to other load on the machine
-        plan = ColumnarPlan.for_config(cfg) if columnar else None
-        out = list(archive_partitions(iter(batches), cfg, ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
+        plan = ColumnarPlan.for_parts(task_parts(cfg)) if columnar else None
+        out = list(archive_partitions(iter(batches), task_parts(cfg), ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
         dt = time.process_time() - t
         rows = out[0].column("row").to_pylist() if out else []
         return dt, rows, digest(work / "store", [r for r in rows if '"status"' not in json.loads(r)])

@@ -585,6 +585,7 @@ def profile(fmt: str, records: int, flush_size: int) -> None:
     from lakesink.config import SinkConfig
     from lakesink.devstack.kafka import KafkaBroker
     from lakesink.executor.task import archive_partitions
+    from lakesink.wiring import task_parts
     from lakesink.runtime.spark import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-prof-"))
@@ -610,7 +611,7 @@ def profile(fmt: str, records: int, flush_size: int) -> None:
         prof = cProfile.Profile()
         t = time.perf_counter()
         prof.enable()
-        out = list(archive_partitions(iter(batches), cfg, ctx, {(topic, 0): (0, per)}))
+        out = list(archive_partitions(iter(batches), task_parts(cfg), ctx, {(topic, 0): (0, per)}))
         prof.disable()
         dt_ = time.perf_counter() - t
         spark.stop()

@@ -48,6 +48,7 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None):
     from lakesink.executor.archiver import BatchContext
     from lakesink.executor.columnar import ColumnarPlan
     from lakesink.executor.task import archive_partitions
+    from lakesink.wiring import task_parts
 
     bench_sink = bench_archiver.bench_sink
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-tr-"))
@@ -56,8 +57,8 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None):
             fmt, f"tr-{fmt}", "localhost:9", f"file://{work}/store", str(work / "manifest"), flush_size, extra))
         ctx = BatchContext(job=cfg.name, run_id="bench", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
         t = time.process_time()
-        out = list(archive_partitions(iter(batches), cfg, ctx, {(bench_archiver.TOPIC_OF[fmt], 0): (0, n)},
-                                      ColumnarPlan.for_config(cfg)))
+        out = list(archive_partitions(iter(batches), task_parts(cfg), ctx, {(bench_archiver.TOPIC_OF[fmt], 0): (0, n)},
+                                      ColumnarPlan.for_parts(task_parts(cfg))))
         dt = time.process_time() - t
         return dt, out[0].column("row").to_pylist() if out else []
     finally:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import fastavro
 
@@ -485,3 +485,14 @@ def create_decoder(name: str, **options) -> Decoder:
         return cls(**options)
     except TypeError as e:
         raise InvalidArgumentError(f"decoder {key!r}: {e}") from None
+
+
+class DecoderSpec(NamedTuple):
+    """A decoder as a plain value (name, options) a task builds with :meth:`build`
+    (:func:`lakesink.wiring.decoder_spec`)."""
+
+    name: str
+    options: dict[str, Any]
+
+    def build(self) -> Decoder:
+        return create_decoder(self.name, **self.options)

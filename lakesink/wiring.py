@@ -8,6 +8,7 @@ Spark settings) are imported on first use, so importing this module stays cheap.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -16,6 +17,9 @@ from lakesink.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
+    from lakesink.decoders import DecoderSpec
+    from lakesink.objects.formats import FormatSpec
+    from lakesink.transforms import TransformSpec
     from lakesink.objects.naming import KeyExtensions, NamingSettings
     from lakesink.objects.partitioners import Partitioner, PartitionerSettings
     from lakesink.objects.rotation import RotationPolicy
@@ -23,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.store.settings import S3Settings
     from lakesink.store import StoreSettings
 
-__all__ = ["librdkafka_config", "naming", "partitioner_settings", "partitioner", "rotation_policy", "format_spec",
+__all__ = ["TaskParts", "DeadLetterSettings", "task_parts", "transform_spec", "librdkafka_config", "naming",
+           "partitioner_settings", "partitioner", "custom_partitioner", "rotation_policy", "format_spec",
            "value_compression", "value_format", "keys_format", "headers_format", "metadata_format", "key_extensions",
            "load_value_schema",
            "registry_settings", "decoder_spec", "value_decoder_instance", "key_decoder_instance", "store_settings",
@@ -63,12 +68,19 @@ def partitioner_settings(cfg: "SinkConfig") -> "PartitionerSettings":
 def partitioner(cfg: "SinkConfig") -> "Partitioner":
     """The configured partitioner (wrapped for tombstones when needed). A custom ``pkg.mod.Class``
     is loaded through :mod:`lakesink.plugins` and receives the whole config."""
-    from lakesink.objects.partitioners import BUILTIN_KINDS, build_partitioner
+    from lakesink.objects.partitioners import build_partitioner
 
-    custom = None
-    if cfg.partitioner_class not in BUILTIN_KINDS:
-        custom = plugins.load("partitioner", cfg.partitioner_class)(cfg)
-    return build_partitioner(partitioner_settings(cfg), custom)
+    return build_partitioner(partitioner_settings(cfg), custom_partitioner(cfg))
+
+
+def custom_partitioner(cfg: "SinkConfig") -> Any:
+    """A custom ``partitioner.class`` (``pkg.mod.Class``, loaded through :mod:`lakesink.plugins`, given the whole
+    config), or None for a built-in one."""
+    from lakesink.objects.partitioners import BUILTIN_KINDS
+
+    if cfg.partitioner_class in BUILTIN_KINDS:
+        return None
+    return plugins.load("partitioner", cfg.partitioner_class)(cfg)
 
 
 def rotation_policy(cfg: "SinkConfig") -> "RotationPolicy":
@@ -104,11 +116,14 @@ def _format_class(name: str) -> Any:
     return plugins.load("format", key)
 
 
-def format_spec(cfg: "SinkConfig", name: str) -> tuple[str, dict[str, Any]]:
-    """``(format name, options)`` for ``lakesink.objects.formats.create`` (value/keys/headers): the format
-    class's own :meth:`~lakesink.objects.formats.base.Format.options_from`."""
+def format_spec(cfg: "SinkConfig", name: str) -> "FormatSpec":
+    """``(format name, options)`` (value/keys/headers) for :meth:`FormatSpec.build
+    <lakesink.objects.formats.FormatSpec.build>`: the format class's own
+    :meth:`~lakesink.objects.formats.base.Format.options_from`."""
+    from lakesink.objects.formats import FormatSpec
+
     cls = _format_class(name)
-    return cls.name, cls.options_from(cfg)
+    return FormatSpec(cls.name, cls.options_from(cfg))
 
 
 def value_compression(cfg: "SinkConfig") -> str | None:
@@ -117,10 +132,7 @@ def value_compression(cfg: "SinkConfig") -> str | None:
 
 
 def _create_format(cfg: "SinkConfig", name: str) -> Any:
-    from lakesink.objects import formats
-
-    n, opts = format_spec(cfg, name)
-    return formats.create(n, **opts)
+    return format_spec(cfg, name).build()
 
 
 def value_format(cfg: "SinkConfig") -> Any:
@@ -189,8 +201,8 @@ def registry_settings(cfg: "SinkConfig") -> "RegistrySettings | None":
         extra=tuple(sorted(opts.items())), **kwargs)
 
 
-def decoder_spec(cfg: "SinkConfig", which: str = "value") -> tuple[str, dict[str, Any]]:
-    """``(decoder name, options)`` for ``lakesink.decoders.create_decoder``.
+def decoder_spec(cfg: "SinkConfig", which: str = "value") -> "DecoderSpec":
+    """``(decoder name, options)`` for :meth:`DecoderSpec.build <lakesink.decoders.DecoderSpec.build>`.
 
     Avro / JSON Schema: ``registry`` (:func:`registry_settings`) and the side's subject name strategy;
     for Avro values, a ``value.schema`` becomes a fixed ``schema`` for bare Avro binary
@@ -211,21 +223,17 @@ def decoder_spec(cfg: "SinkConfig", which: str = "value") -> tuple[str, dict[str
                 opts["wire_format"] = False
         if which == "key":
             opts["is_key"] = True
-    return name, opts
+    from lakesink.decoders import DecoderSpec
+
+    return DecoderSpec(name, opts)
 
 
 def value_decoder_instance(cfg: "SinkConfig") -> Any:
-    from lakesink.decoders import create_decoder
-
-    n, opts = decoder_spec(cfg, "value")
-    return create_decoder(n, **opts)
+    return decoder_spec(cfg, "value").build()
 
 
 def key_decoder_instance(cfg: "SinkConfig") -> Any:
-    from lakesink.decoders import create_decoder
-
-    n, opts = decoder_spec(cfg, "key")
-    return create_decoder(n, **opts)
+    return decoder_spec(cfg, "key").build()
 
 
 # ----------------------------------------------------------------------------- store / Spark
@@ -290,14 +298,19 @@ def s3_settings(cfg: "SinkConfig") -> "S3Settings | None":
 
 # ----------------------------------------------------------------------------- transforms
 
-def transforms(cfg: "SinkConfig") -> Any:
-    """The config's record transforms (:class:`lakesink.transforms.Transforms`), or None without any."""
+def transform_spec(cfg: "SinkConfig") -> "TransformSpec | None":
+    """The config's record transforms as a value (``transforms.sql``, ``transforms.python``), or None without any."""
     if not (getattr(cfg, "transforms_sql", None) or getattr(cfg, "transforms_python", None)):
         return None
-    from lakesink.transforms import PythonTransform, SqlTransform, Transforms
+    from lakesink.transforms import TransformSpec
 
-    return Transforms(SqlTransform(cfg.transforms_sql) if cfg.transforms_sql else None,
-                      PythonTransform(cfg.transforms_python) if cfg.transforms_python else None)
+    return TransformSpec(cfg.transforms_sql or None, cfg.transforms_python or None)
+
+
+def transforms(cfg: "SinkConfig") -> Any:
+    """The config's record transforms (:class:`lakesink.transforms.Transforms`), or None without any."""
+    spec = transform_spec(cfg)
+    return None if spec is None else spec.build()
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -326,3 +339,89 @@ def spark_schedules_only(cfg: "SinkConfig") -> bool:
     metrics = metrics_location(cfg)
     return (cfg.kafka_reader == "direct" and cfg.manifest_engine == "delta-rs"
             and (metrics is None or MetricsTable(metrics).is_path))
+
+
+# ----------------------------------------------------------------------------- what a task receives
+
+@dataclass(frozen=True)
+class DeadLetterSettings:
+    """``errors.tolerance=all``: where a sink task sends the records that do not decode."""
+
+    topic: str
+    context_headers: bool
+    #: the librdkafka settings of the job's ``kafka.*`` keys (the executor adds the producer's own)
+    kafka: dict[str, str]
+    deadline_s: float
+
+
+@dataclass(frozen=True)
+class TaskParts:
+    """Everything a task needs to write or read a job's objects, built once per run on the driver by
+    :func:`task_parts` and shipped to every task in place of the config: plain, picklable settings and specs
+    (a task builds its formats, decoders and transforms from them with ``build()``)."""
+
+    naming: "NamingSettings"
+    rotation: "RotationPolicy"
+    partitioner_settings: "PartitionerSettings"
+    #: a custom ``partitioner.class`` built on the driver (it receives the whole config), or None
+    custom_partitioner: Any
+    value_format: "FormatSpec"
+    #: every registered format with this config's options: objects an earlier run wrote in another format are
+    #: read with these (:meth:`format_spec`)
+    format_specs: dict[str, "FormatSpec"]
+    #: the formats side files have (and are read with, whether or not this run stores them)
+    keys_format: "FormatSpec"
+    headers_format: "FormatSpec"
+    store_keys: bool
+    store_headers: bool
+    store_metadata: bool
+    #: the compression value objects are written with (the manifest's ``compression`` column)
+    value_compression: str | None
+    store: "StoreSettings"
+    value_decoder: "DecoderSpec"
+    key_decoder: "DecoderSpec"
+    #: whether the keys side file is written with each key's schema (:func:`keys_have_schemas`)
+    keys_have_schemas: bool
+    transforms: "TransformSpec | None"
+    dead_letters: DeadLetterSettings | None
+    behavior_on_null_values: str
+
+    def format_spec(self, name: str) -> "FormatSpec":
+        """The spec of format ``name`` (any spelling :mod:`lakesink.plugins` knows) with this run's options."""
+        key = plugins.canonical("format", name)
+        if key is None or key not in self.format_specs:
+            raise InvalidArgumentError(f"unknown format {name!r}")
+        return self.format_specs[key]
+
+    def partitioner(self) -> "Partitioner":
+        """The configured partitioner (wrapped for tombstones when needed); each call gets its own copy of a
+        custom one, as each task built its own from the config."""
+        import copy
+
+        from lakesink.objects.partitioners import build_partitioner
+
+        return build_partitioner(self.partitioner_settings, copy.deepcopy(self.custom_partitioner))
+
+    def metadata_format(self) -> Any:
+        """The record-metadata side file's format, or None when ``store.kafka.metadata`` is off."""
+        from lakesink.objects.formats.metadata import MetadataFormat
+
+        return MetadataFormat() if self.store_metadata else None
+
+
+def task_parts(cfg: "SinkConfig") -> TaskParts:
+    """The run's :class:`TaskParts` (format and decoder options checked when a task builds them)."""
+    letters = None
+    if getattr(cfg, "errors_tolerance", "none") == "all":
+        letters = DeadLetterSettings(cfg.dlq_topic, cfg.dlq_context_headers, librdkafka_config(cfg.kafka_options),
+                                     cfg.kafka_retry_deadline_ms / 1000.0)
+    return TaskParts(
+        naming=naming(cfg), rotation=rotation_policy(cfg), partitioner_settings=partitioner_settings(cfg),
+        custom_partitioner=custom_partitioner(cfg), value_format=format_spec(cfg, cfg.format_name),
+        format_specs={name: format_spec(cfg, name) for name in plugins.names("format")},
+        keys_format=format_spec(cfg, cfg.keys_format_name), headers_format=format_spec(cfg, cfg.headers_format_name),
+        store_keys=bool(cfg.store_kafka_keys), store_headers=bool(cfg.store_kafka_headers),
+        store_metadata=bool(cfg.store_kafka_metadata), value_compression=value_compression(cfg),
+        store=store_settings(cfg), value_decoder=decoder_spec(cfg, "value"), key_decoder=decoder_spec(cfg, "key"),
+        keys_have_schemas=keys_have_schemas(cfg), transforms=transform_spec(cfg), dead_letters=letters,
+        behavior_on_null_values=cfg.behavior_on_null_values)

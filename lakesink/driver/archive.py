@@ -202,6 +202,6 @@ def read_archive(spark: "SparkSession", config_or_manifest: Any, where: str | No
                              setting_bytes(runner, "spark.sql.files.openCostInBytes", OPEN_COST_BYTES),
                              runner.parallelism())
         groups = [[objects[i] for i in task] for task in tasks]
-    # one group of objects per task
-    return runner.frame(lambda ids: read_archive_task(ids, groups, cfg, cut), len(groups), RECORD_DDL,
+    parts = wiring.task_parts(cfg)  # one group of objects per task, read with the job's parts
+    return runner.frame(lambda ids: read_archive_task(ids, groups, parts, cut), len(groups), RECORD_DDL,
                         arrow_record_schema())

@@ -353,7 +353,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                 raise RestoreRefusedError(why)
         to_read = [o for p, objs in planned for o in unrestored(objs, cut, own.get((p.topic, p.partition), Coverage())
                                                                   .source(p.source_topic, p.source_partition))]
-    _check_objects(open_store(wiring.store_settings(cfg)), to_read)
+    parts = wiring.task_parts(cfg)  # what the tasks get in place of the config
+    _check_objects(open_store(parts.store), to_read)
 
     tasks = [PartitionJob(p.source_topic, p.source_partition, p.topic, p.partition, tuple(objs),
                           tuple(holes.get((p.source_topic, p.source_partition), ())))
@@ -366,7 +367,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
         runner = SparkRunner(session)
     try:  # one destination partition per task
-        out = runner.run(lambda ids: restore_task(ids, tasks, cfg, name, producer, cut, options), len(tasks),
+        out = runner.run(lambda ids: restore_task(ids, tasks, parts, name, producer, cut, options), len(tasks),
                          RESTORE_RESULT_DDL)
     except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
         from lakesink.driver.sink import executor_error

@@ -75,7 +75,9 @@ class SinkJob:
         self.run_id = run_id or f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         self.manifest = wiring.manifest(cfg, lambda: self.spark)
         self.kafka = KafkaMetadata(cfg.kafka_options, cfg.kafka_retry_deadline_ms / 1000.0)
-        self.store = open_store(wiring.store_settings(cfg))
+        #: what every task of the run is given in place of the config (built once)
+        self.parts = wiring.task_parts(cfg)
+        self.store = open_store(self.parts.store)
         self.hooks = hooks or NO_HOOKS
         #: End offsets a --once --flush-tail run archives up to (set after its first batch; None: no cap)
         self._targets: dict[tuple[str, int], int] | None = None
@@ -184,7 +186,7 @@ class SinkJob:
               .option("includeHeaders", "true" if headers else "false")
               .option("failOnDataLoss", "true")
               .load())
-        extra, plan = read_columns(ColumnarPlan.for_config(cfg), df)
+        extra, plan = read_columns(ColumnarPlan.for_parts(self.parts), df)
         return df.select(*cols, *extra), plan
 
     def optional_columns(self, plans: list[PartitionPlan]) -> tuple[bool, bool, bool]:
@@ -204,7 +206,7 @@ class SinkJob:
 
     def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
         """Read and archive ``plans`` in the runner's tasks; the collected result rows."""
-        cfg = self.cfg
+        cfg, parts = self.cfg, self.parts
         with self.runner.track(self.on_progress, ctx.batch_id, len(plans)) as tracking:
             count = tracking.count
             if tracking.live_to is not None:  # tasks send their live counts there (lakesink.executor.progress)
@@ -212,7 +214,7 @@ class SinkJob:
             if cfg.kafka_reader == "spark":  # only a Spark runner runs this config (SparkRunner.map_frame)
                 df, columnar = self._read(plans)
                 return self.runner.map_frame(
-                    df, lambda it: count(archive_partitions(it, cfg, ctx, starts, columnar)), RESULT_SCHEMA)
+                    df, lambda it: count(archive_partitions(it, parts, ctx, starts, columnar)), RESULT_SCHEMA)
             return self._read_direct(plans, ctx, starts, count, tracking.done)
 
     def _read_direct(self, plans: list[PartitionPlan], ctx, starts: dict, count: Callable = iter,
@@ -223,8 +225,8 @@ class SinkJob:
         from lakesink.executor.columnar import ColumnarPlan
         from lakesink.executor.kafka_reader import read_and_archive
 
-        cfg = self.cfg
-        plan = ColumnarPlan.for_config(cfg)
+        cfg, parts = self.cfg, self.parts
+        plan = ColumnarPlan.for_parts(parts)
         columnar = plan.for_direct_reader() if plan is not None else None
         key, topic, headers = self.optional_columns(plans)
         options = dict(cfg.kafka_options)
@@ -232,7 +234,7 @@ class SinkJob:
         ranges = [(p.topic, p.partition, p.start, p.end) for p in plans]
 
         def task(ids):
-            return count(read_and_archive(ids, ranges, cfg, ctx, starts, columnar, options, group_id, key, topic,
+            return count(read_and_archive(ids, ranges, parts, ctx, starts, columnar, options, group_id, key, topic,
                                           headers, cfg.store_kafka_metadata, cfg.kafka_retry_deadline_ms / 1000.0))
 
         return self.runner.run(task, len(ranges), RESULT_SCHEMA, done)

@@ -15,13 +15,12 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from lakesink import wiring
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, RestoredRecord, read_record_batch, read_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from lakesink.config import SinkConfig
+    from lakesink.wiring import TaskParts
 
 __all__ = ["RECORD_COLUMNS", "RECORD_DDL", "RESTORE_RESULT_DDL", "arrow_record_schema", "ObjectReader",
            "records_batch", "read_archive_task", "PartitionJob", "restore_task"]
@@ -64,49 +63,45 @@ def records_batch(records: list[RestoredRecord], schema: "pa.Schema | None" = No
 
 
 class ObjectReader:
-    """Reads objects of one job's config: one store client and one format per (format, compression) per task."""
+    """Reads one job's objects (its :class:`~lakesink.wiring.TaskParts`): one store client and one format per
+    (format, compression) per task."""
 
-    def __init__(self, cfg: "SinkConfig"):
+    def __init__(self, parts: "TaskParts"):
         from lakesink.store import open_store
 
-        self.cfg = cfg
-        self.store = open_store(wiring.store_settings(cfg))
-        self.keys_format = wiring.keys_format(cfg)
-        self.headers_format = wiring.headers_format(cfg)
+        self.parts = parts
+        self.store = open_store(parts.store)
+        self.keys_format = parts.keys_format.build()
+        self.headers_format = parts.headers_format.build()
         self._formats: dict[tuple[str, str | None], Any] = {}
 
     def value_format(self, obj: ArchivedObject) -> Any:
         """The format ``obj`` was written with: its row's format and compression, the config's other options
         (a job may have changed ``format.class`` or the compression between runs)."""
-        from lakesink.objects import formats
-
-        name = obj.format or self.cfg.format_name
+        name = obj.format or self.parts.value_format.name
         key = (name, obj.compression)
         fmt = self._formats.get(key)
         if fmt is None:
-            n, opts = wiring.format_spec(self.cfg, name)
-            if obj.compression and n in ("json", "bytearray", "blockgzip"):
-                opts = {**opts, "compression": obj.compression}
-            fmt = self._formats[key] = formats.create(n, **opts)
+            fmt = self._formats[key] = self.parts.format_spec(name).build(obj.compression)
         return fmt
 
     def records(self, obj: ArchivedObject, cut: Cut = NO_CUT) -> list[RestoredRecord]:
         return read_records(self.store, self.value_format(obj), obj, keys_format=self.keys_format,
-                            headers_format=self.headers_format, cut=cut, key_decoder=self.cfg.key_decoder,
-                            value_decoder=self.cfg.value_decoder)
+                            headers_format=self.headers_format, cut=cut, key_decoder=self.parts.key_decoder.name,
+                            value_decoder=self.parts.value_decoder.name)
 
     def batch(self, obj: ArchivedObject, schema: "pa.Schema", cut: Cut = NO_CUT) -> "pa.RecordBatch | None":
         """:meth:`records` as one Arrow batch of ``schema`` (:func:`arrow_record_schema`), or None."""
         return read_record_batch(self.store, self.value_format(obj), obj, schema, keys_format=self.keys_format,
-                                 headers_format=self.headers_format, cut=cut, key_decoder=self.cfg.key_decoder,
-                                 value_decoder=self.cfg.value_decoder)
+                                 headers_format=self.headers_format, cut=cut, key_decoder=self.parts.key_decoder.name,
+                                 value_decoder=self.parts.value_decoder.name)
 
 
-def read_archive_task(ids: Iterable[int], groups: list[list[ArchivedObject]], cfg: "SinkConfig",
+def read_archive_task(ids: Iterable[int], groups: list[list[ArchivedObject]], parts: "TaskParts",
                       cut: Cut = NO_CUT) -> Iterator["pa.RecordBatch"]:
     """For each id, the records of each object of ``groups[id]``, one batch per object, in order (one group
     per Spark task when the ids are spread so)."""
-    reader = ObjectReader(cfg)
+    reader = ObjectReader(parts)
     schema = arrow_record_schema()
     for i in ids:
         for obj in groups[i]:
@@ -128,7 +123,7 @@ class PartitionJob:
     holes: tuple[tuple[int, int], ...] = ()
 
 
-def restore_task(ids: Iterable[int], jobs: list[PartitionJob], cfg: "SinkConfig", name: str | None,
+def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts", name: str | None,
                  producer_config: dict, cut: Cut, options: dict) -> Iterator["pa.RecordBatch"]:
     """For each id, restore ``jobs[id]`` (:func:`~lakesink.executor.restore.restore_partition`); one JSON row
     per destination partition: the job's identity and the worker's :class:`RestoreResult` fields."""
@@ -136,13 +131,13 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], cfg: "SinkConfig"
 
     from lakesink.executor.restore import restore_partition
 
-    reader = ObjectReader(cfg)
+    reader = ObjectReader(parts)
     for i in ids:
         job = jobs[i]
-        fmt = reader.value_format(job.objects[0]) if job.objects else wiring.value_format(cfg)
+        fmt = reader.value_format(job.objects[0]) if job.objects else parts.value_format.build()
         res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,
                                 keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
-                                key_decoder=cfg.key_decoder, value_decoder=cfg.value_decoder, holes=job.holes,
+                                key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name, holes=job.holes,
                                 **options)
         out = {"id": i, **asdict(res)}
         out.pop("events", None)

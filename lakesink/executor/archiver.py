@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-
-from lakesink import wiring
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest.rows import ManifestRow, SideFile, advance_row, filtered_row, object_row
 from lakesink.objects.formats.base import RecordView
@@ -22,6 +20,9 @@ from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, C
 from lakesink.store import ObjectStore, PendingWrite, WrittenObject, upload_metadata
 from lakesink.transforms import grouped
 from lakesink.errors import ArchiveConsistencyError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.wiring import TaskParts
 
 
 @dataclass(frozen=True)
@@ -79,39 +80,39 @@ class BatchContext:
 class PartitionArchiver:
     """Archives one Kafka partition from ``start_offset`` (the manifest's next offset)."""
 
-    def __init__(self, cfg, store: ObjectStore, topic: str, partition: int, start_offset: int,
+    def __init__(self, parts: "TaskParts", store: ObjectStore, topic: str, partition: int, start_offset: int,
                  ctx: BatchContext, clock: Callable[[], int] | None = None,
                  schedule_anchor_ms: int | None = None):
         from lakesink.objects import naming
 
-        self.cfg, self.store, self.ctx = cfg, store, ctx
+        self.parts, self.store, self.ctx = parts, store, ctx
         self.topic, self.partition = topic, partition
-        self.naming = wiring.naming(cfg)
+        self.naming = parts.naming
         self._naming = naming
-        self.formats = {RecordView.VALUE: wiring.value_format(cfg)}
-        if cfg.store_kafka_keys:
-            self.formats[RecordView.KEYS] = wiring.keys_format(cfg)
-        if cfg.store_kafka_headers:
-            self.formats[RecordView.HEADERS] = wiring.headers_format(cfg)
-        metadata = wiring.metadata_format(cfg)
+        self.formats = {RecordView.VALUE: parts.value_format.build()}
+        if parts.store_keys:
+            self.formats[RecordView.KEYS] = parts.keys_format.build()
+        if parts.store_headers:
+            self.formats[RecordView.HEADERS] = parts.headers_format.build()
+        metadata = parts.metadata_format()
         if metadata is not None:  # <base>.metadata.avro: offset, timestamp, timestamp type of every record
             self.formats[RecordView.METADATA] = metadata
         kwargs: dict[str, Any] = {"schedule_anchor_ms": schedule_anchor_ms}
         if clock:
             kwargs["clock"] = clock
-        self.partitioner = wiring.partitioner(cfg)
-        self.rotator = Rotator(wiring.rotation_policy(cfg), self.partitioner, start_offset, **kwargs)
+        self.partitioner = parts.partitioner()
+        self.rotator = Rotator(parts.rotation, self.partitioner, start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
         # offsets read (in order) and those of them ignored; [*_pos:] not yet accounted by a commit
         self._read: list[int] = []
         self._read_pos = 0
         self._ignored: list[int] = []
         self._ignored_pos = 0
-        self._ignore_nulls = cfg.behavior_on_null_values == "ignore"
+        self._ignore_nulls = parts.behavior_on_null_values == "ignore"
         self.rows: list[ArchivedRow] = []
         # lakesink.transforms: records may share an offset (one Kafka record made many); offsets read up to
         # here were dropped unless processed (told to the rotator before the next records)
-        self._grouped = wiring.transforms(cfg) is not None
+        self._grouped = parts.transforms is not None
         self._read_through: int | None = None
         # offsets a transform dropped (ascending), [_dropped_pos:] not yet accounted by a commit: those inside a
         # commit group's object spans become its filtered row (the gaps view's holes cannot show them)
@@ -327,7 +328,8 @@ class PartitionArchiver:
             object_key=value.key, object_uri=self.store.uri(value.key),
             side_files=tuple(SideFile(view, res.key, _etag(res), getattr(res, "version_id", None), res.size)
                              for view, res in sides),
-            format=self.formats[RecordView.VALUE].name, compression=wiring.value_compression(self.cfg), size_bytes=value.size,
+            format=self.formats[RecordView.VALUE].name, compression=self.parts.value_compression,
+            size_bytes=value.size,
             etag=_etag(value), version_id=getattr(value, "version_id", None), min_timestamp_ms=fs.min_timestamp,
             max_timestamp_ms=fs.max_timestamp, schema=fs.schema, kafka_cluster_id=self.ctx.cluster_id,
             topic_id=self.ctx.topic_ids.get(self.topic))

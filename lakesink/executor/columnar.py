@@ -40,9 +40,10 @@ import json
 import logging
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lakesink import wiring
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.wiring import TaskParts
 
 log = logging.getLogger("lakesink.executor.columnar")
 
@@ -100,19 +101,20 @@ class ColumnarPlan:
         return dataclasses.replace(self, python_check=True) if self.kind in ("avro", "parquet") else self
 
     @classmethod
-    def for_config(cls, cfg) -> "ColumnarPlan | None":
-        """The plan for ``cfg``, or None when its records need the per-record path."""
+    def for_parts(cls, parts: "TaskParts") -> "ColumnarPlan | None":
+        """The plan for a run's :class:`~lakesink.wiring.TaskParts`, or None when its records need the
+        per-record path."""
         from lakesink.objects.partitioners import DefaultPartitioner
 
-        if type(wiring.partitioner(cfg)) is not DefaultPartitioner:
+        if type(parts.partitioner()) is not DefaultPartitioner:
             return None
-        policy = wiring.rotation_policy(cfg)
+        policy = parts.rotation
         if policy.rotate_schedule_interval_ms > 0 or policy.behavior_on_null_values == "write":
             return None
-        if cfg.store_kafka_keys or cfg.store_kafka_headers or cfg.key_decoder != "bytes":
+        if parts.store_keys or parts.store_headers or parts.key_decoder.name != "bytes":
             return None
-        dec = wiring.value_decoder_instance(cfg)
-        kind = wiring.value_format(cfg).columnar_kind(dec)  # the format's rule (Format.columnar_kind)
+        dec = parts.value_decoder.build()
+        kind = parts.value_format.build().columnar_kind(dec)  # the format's rule (Format.columnar_kind)
         if kind in ("avro", "parquet"):
             if kind == "parquet" and not spark_decodes_alike(dec.fixed_schema.avro):
                 return None

@@ -18,10 +18,13 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from lakesink.config.kafka import CONSUMER_ONLY
 from lakesink.errors import DeadLetterError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.wiring import DeadLetterSettings
 
 __all__ = ["HEADER_PREFIX", "DeadLetter", "DeadLetterProducer", "DeadLetters", "dead_letter", "context_headers", "producer_config"]
 
@@ -160,15 +163,14 @@ class DeadLetters:
         self.delivered = 0
 
     @classmethod
-    def for_config(cls, cfg: Any, ctx: Any, producer_factory: Callable[[dict], Any] | None = None
-                   ) -> "DeadLetters | None":
-        """The task's dead letters, or None when ``errors.tolerance`` is ``none`` (a bad record fails the batch)."""
-        if getattr(cfg, "errors_tolerance", "none") != "all":
+    def for_settings(cls, settings: "DeadLetterSettings | None", ctx: Any,
+                     producer_factory: Callable[[dict], Any] | None = None) -> "DeadLetters | None":
+        """The task's dead letters, or None when ``errors.tolerance`` is ``none`` (``settings`` None: a bad record
+        fails the batch)."""
+        if settings is None:
             return None
-        from lakesink import wiring
-
-        deadline_s = cfg.kafka_retry_deadline_ms / 1000.0
-        conf = producer_config(wiring.librdkafka_config(cfg.kafka_options), deadline_s)
+        deadline_s = settings.deadline_s
+        conf = producer_config(settings.kafka, deadline_s)
         try:
             from pyspark import TaskContext
 
@@ -176,7 +178,7 @@ class DeadLetters:
             task: int | str = tc.partitionId() if tc is not None else 0
         except Exception:  # noqa: BLE001 - no pyspark (unit tests, a plain Python caller)
             task = 0
-        return cls(cfg.dlq_topic, cfg.dlq_context_headers, ctx.job,
+        return cls(settings.topic, settings.context_headers, ctx.job,
                    DeadLetterProducer(conf, deadline_s, producer_factory), task)
 
     def take_failed(self, topic: str, partition: int, offsets: Sequence[int], timestamps: Sequence[int | None],

@@ -7,20 +7,23 @@ archiver: on any failure it aborts what it staged and re-raises, so the batch co
 from __future__ import annotations
 
 import gc
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from lakesink import wiring
 from lakesink.errors import BatchValidationError
 from lakesink.executor.deadletter import DeadLetters
 from lakesink.executor.results import PartitionStatus, decode_result, encode_result  # noqa: F401 - decode_result re-exported
 from lakesink.transforms import dropped_offsets
 
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.wiring import TaskParts
+
 
 RESULT_SCHEMA = "row string"
 
 
-def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=None) -> Iterator[Any]:
-    """mapInArrow body: archive the records of one Kafka partition; yield JSON result rows.
+def archive_partitions(batches: Iterator[Any], parts: "TaskParts", ctx, plans: dict, columnar=None) -> Iterator[Any]:
+    """mapInArrow body: archive the records of one Kafka partition (with the run's ``parts``); yield JSON result
+    rows.
 
     Each Arrow batch takes the columnar path (``columnar``, a :class:`~lakesink.executor.columnar.ColumnarPlan`)
     when it can, else the per-record path: decode, SinkRecords, rotation, ``write_many``."""
@@ -35,13 +38,14 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
     batches = live_counts(batches, getattr(ctx, "progress_to", None))  # records read so far, to the driver
     archiver = None
     only_topic = next(iter(plans))[0] if len({t for t, _p in plans}) == 1 else None
-    letters = DeadLetters.for_config(cfg, ctx, getattr(ctx, "dead_letter_producer", None))  # None: tolerance none
-    value_decoder = wiring.value_decoder_instance(cfg)
+    letters = DeadLetters.for_settings(parts.dead_letters, ctx, getattr(ctx, "dead_letter_producer", None))
+    value_decoder = parts.value_decoder.build()
     bare_avro = value_decoder.name == "avro" and not value_decoder.wire_format
-    key_decoder = wiring.key_decoder_instance(cfg)
-    key_schemas = wiring.keys_have_schemas(cfg)
-    store = open_store(wiring.store_settings(cfg))
-    transform = wiring.transforms(cfg)  # lakesink.transforms: records are mapped before partitioning
+    key_decoder = parts.key_decoder.build()
+    key_schemas = parts.keys_have_schemas
+    store = open_store(parts.store)
+    # lakesink.transforms: records are mapped before partitioning
+    transform = parts.transforms.build() if parts.transforms is not None else None
     if transform is not None and transform.record_path:
         columnar = None
     first = last = None
@@ -61,11 +65,11 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             col = {name: batch.column(i) for i, name in enumerate(names)}
             # columns the read left out (see SinkJob._read): one topic, no stored keys/headers
             topics = col["topic"].to_pylist() if "topic" in col else None
-            parts = col["partition"].to_pylist()
-            topic, part = (topics[0] if topics else only_topic), parts[0]
+            pids = col["partition"].to_pylist()
+            topic, part = (topics[0] if topics else only_topic), pids[0]
             if archiver is None:
                 plan = plans[(topic, part)]
-                archiver = PartitionArchiver(cfg, store, topic, part, plan[0], ctx)
+                archiver = PartitionArchiver(parts, store, topic, part, plan[0], ctx)
             offsets = col["offset"].to_pylist()
             # Kafka timestamp type ids, read only for the record-metadata side file (store.kafka.metadata)
             tts = col["ts_type"].to_pylist() if "ts_type" in col else None
@@ -81,12 +85,12 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
                     continue
                 col = {name: batch.column(i) for i, name in enumerate(batch.schema.names)}
                 topics = col["topic"].to_pylist() if "topic" in col else None
-                parts = col["partition"].to_pylist()
+                pids = col["partition"].to_pylist()
                 kept = col["offset"].to_pylist()
                 archiver.note_dropped(dropped_offsets(offsets, kept))
                 offsets = kept
                 tts = col["ts_type"].to_pylist() if "ts_type" in col else None
-            mixed = first_mixed(topics, parts, n)
+            mixed = first_mixed(topics, pids, n)
             if columnar is not None and mixed is None:
                 prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
                 if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared,
@@ -110,7 +114,7 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             if letters is not None:
                 if mixed is not None:
                     raise BatchValidationError(f"a Spark partition mixed {topic}-{part} with "
-                                               f"{topics[mixed] if topics else topic}-{parts[mixed]}")
+                                               f"{topics[mixed] if topics else topic}-{pids[mixed]}")
                 keep = letters.take_failed(topic, part, offsets, tss, raw_keys, raw_values, headers, keys, values)
                 if keep is not None:  # records that do not decode became dead letters; the others go on
                     archiver.read_through(batch_last)  # their offsets stay in the committed ranges
@@ -132,14 +136,14 @@ def archive_partitions(batches: Iterator[Any], cfg, ctx, plans: dict, columnar=N
             else:
                 recs = [SinkRecord(topic, part, off, ts, k[0], v[0], h, v[1], rv, rk)
                         for off, ts, k, v, h, rv, rk in zip(offsets, tss, keys, values, headers, raw_values, raw_keys)]
-            if key_schemas:  # the keys side file is written with the key's schema (wiring.keys_have_schemas)
+            if key_schemas:  # the keys side file is written with the key's schema (TaskParts.keys_have_schemas)
                 for r, k in zip(recs, keys):
                     if k[1] is not None:
                         r.extra = {"key_schema": k[1]}
             if mixed is not None:
                 archiver.process_many(recs[:mixed])
                 raise BatchValidationError(
-                    f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{parts[mixed]}")
+                    f"a Spark partition mixed {topic}-{part} with {topics[mixed] if topics else topic}-{pids[mixed]}")
             if transform is not None:
                 mapped = transform.map_records(recs)
                 if mapped is not recs:

@@ -37,7 +37,7 @@ import dataclasses
 import importlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 from lakesink.errors import InvalidArgumentError, TransformError
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from lakesink.objects.records import SinkRecord
 
-__all__ = ["COLUMNS", "TABLE", "Record", "SqlTransform", "PythonTransform", "Transforms", "sql_query",
+__all__ = ["COLUMNS", "TABLE", "Record", "SqlTransform", "PythonTransform", "Transforms", "TransformSpec", "sql_query",
            "load_callable", "check_sql", "check_python", "dropped_offsets"]
 
 #: The table name the SQL reads.
@@ -355,3 +355,15 @@ def dropped_offsets(before: list[int], after: list[int]) -> list[int]:
         return []
     kept = set(after)
     return [o for o in before if o not in kept]
+
+
+class TransformSpec(NamedTuple):
+    """The config's transforms as a plain value (``transforms.sql`` text, ``transforms.python`` path) a task
+    builds with :meth:`build` (:func:`lakesink.wiring.transform_spec`)."""
+
+    sql: str | None
+    python: str | None
+
+    def build(self) -> Transforms:
+        return Transforms(SqlTransform(self.sql) if self.sql else None,
+                          PythonTransform(self.python) if self.python else None)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from support.archive_checks import consume
 
+from lakesink.wiring import task_parts
 from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.errors import (RestoreFencedError, RestoreGroupActiveError, RestoreProduceError, RestoreRefusedError,
@@ -67,7 +68,7 @@ def archive(tmp_path: Path, records: list[tuple]) -> tuple[SinkConfig, list]:
         "ts_type": pa.array([0] * m, pa.int32()),
     })
     ctx = BatchContext(job="src", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
-    out = list(archive_partitions(iter([batch]), cfg, ctx, {("src", SOURCE_PARTITION): (records[0][0],
+    out = list(archive_partitions(iter([batch]), task_parts(cfg), ctx, {("src", SOURCE_PARTITION): (records[0][0],
                                                                                           records[-1][0] + 1)}))
     rows = [d.row for d in map(decode_result, out[0].column("row").to_pylist())
             if isinstance(d, ArchivedRow) and d.row.kind == "object"]

@@ -9,6 +9,7 @@ import fastavro
 import pytest
 from support.archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
+from lakesink.wiring import task_parts
 from lakesink.executor.columnar import CANONICAL
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import PartitionPlan, SinkJob
@@ -79,7 +80,7 @@ def test_parquet_rows_decoded_by_spark_equal_the_record_path(spark, kafka, s3, b
     df, plan = SinkJob(spark, columnar)._read([PartitionPlan(topic_name, 0, 0, 35)])
     assert plan.kind == "parquet" and DECODED in df.columns
     SinkJob(spark, columnar).run_batch(flush_tail=True)
-    monkeypatch.setattr(ColumnarPlan, "for_config", classmethod(lambda cls, c: None))  # driver side: no plan
+    monkeypatch.setattr(ColumnarPlan, "for_parts", classmethod(lambda cls, p: None))  # driver side: no plan
     SinkJob(spark, record).run_batch(flush_tail=True)
 
     objects = {}

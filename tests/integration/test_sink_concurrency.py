@@ -21,6 +21,7 @@ from pathlib import Path
 from support.archive_checks import (base_config, check_exactly_once, json_payloads, manifest_rows, produce, run_cli,
                                     write_config)
 
+from lakesink.wiring import task_parts
 from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
@@ -119,7 +120,7 @@ def test_zombie_executor_writing_after_its_batch_was_fenced_replaces_nothing(spa
     results = []
     for (t, p), (start, end) in sorted(plans.items()):
         batches = read_range(conf, t, p, start, end, ts_type=zombie_cfg.store_kafka_metadata)
-        results += [decode_result(r) for b in archive_partitions(batches, zombie_cfg, ctx, {(t, p): (start, end)})
+        results += [decode_result(r) for b in archive_partitions(batches, task_parts(zombie_cfg), ctx, {(t, p): (start, end)})
                     for r in b.column(0).to_pylist()]
     rows = [r for r in results if isinstance(r, ArchivedRow)]
     assert len(rows) == 4, results

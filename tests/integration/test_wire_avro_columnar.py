@@ -14,6 +14,7 @@ from support.archive_checks import check_chains, manifest_rows, produce, run_cli
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from lakesink.wiring import task_parts
 from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
@@ -58,7 +59,7 @@ def test_wire_runs_are_copied_byte_identical_to_the_record_path(spark, kafka, s3
     other = s3.create_bucket(f"{bucket}-rec")
     columnar = SinkConfig.from_dict(config(kafka, s3, bucket, topic_name, schema_registry_url))
     record = SinkConfig.from_dict(config(kafka, s3, other, topic_name, schema_registry_url))
-    plan = ColumnarPlan.for_config(columnar)
+    plan = ColumnarPlan.for_parts(task_parts(columnar))
     assert plan is not None and plan.kind == "avro_wire" and plan.for_direct_reader() == plan
 
     # the plan takes a run of one id (payloads: the datums after the prefix) and leaves the rest to records
@@ -77,13 +78,13 @@ def test_wire_runs_are_copied_byte_identical_to_the_record_path(spark, kafka, s3
     produce(kafka, topic_name, v1, headers=False)
     SinkJob(spark, columnar).run_batch(flush_tail=True)
     with monkeypatch.context() as m:
-        m.setattr(ColumnarPlan, "for_config", classmethod(lambda cls, c: None))  # the record path
+        m.setattr(ColumnarPlan, "for_parts", classmethod(lambda cls, p: None))  # the record path
         SinkJob(spark, record).run_batch(flush_tail=True)
     tail = wire(client, V1, topic_name, [{"id": i, "site": "y"} for i in range(30, 35)])
     produce(kafka, topic_name, v2 + tail, headers=False)
     SinkJob(spark, columnar).run_batch(flush_tail=True)
     with monkeypatch.context() as m:
-        m.setattr(ColumnarPlan, "for_config", classmethod(lambda cls, c: None))
+        m.setattr(ColumnarPlan, "for_parts", classmethod(lambda cls, p: None))
         SinkJob(spark, record).run_batch(flush_tail=True)
 
     rows = manifest_rows(spark, columnar)

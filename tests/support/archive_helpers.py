@@ -8,6 +8,7 @@ import json
 import fastavro
 import pyarrow as pa
 
+from lakesink.wiring import task_parts
 from lakesink.config import SinkConfig
 from lakesink.executor.archiver import ArchivedRow, BatchContext
 from lakesink.executor.columnar import ColumnarPlan
@@ -69,8 +70,8 @@ def batch(values, offsets, timestamps, types=None, keys=None, headers=None) -> p
 
 def archive(cfg, batches, start: int, end: int, columnar: bool = False) -> list:
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
-    plan = ColumnarPlan.for_config(cfg) if columnar else None
-    out = list(archive_partitions(iter(batches), cfg, ctx, {("t", 3): (start, end)}, plan))
+    plan = ColumnarPlan.for_parts(task_parts(cfg)) if columnar else None
+    out = list(archive_partitions(iter(batches), task_parts(cfg), ctx, {("t", 3): (start, end)}, plan))
     results = [decode_result(r) for r in out[0].column("row").to_pylist()]
     return [r.row for r in results if isinstance(r, ArchivedRow) and r.row.kind == "object"]
 

@@ -5,6 +5,7 @@ import json
 import pyarrow as pa
 import pytest
 
+from lakesink.wiring import task_parts
 from lakesink import wiring
 from lakesink.executor.archiver import BatchContext
 from lakesink.config import SinkConfig
@@ -44,7 +45,7 @@ def config(tmp_path, **extra):
 
 def run(cfg, values, chunk):
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
-    out = list(archive_partitions(iter(batches(values, chunk)), cfg, ctx, {("t", 3): (10, 10 + len(values))}))
+    out = list(archive_partitions(iter(batches(values, chunk)), task_parts(cfg), ctx, {("t", 3): (10, 10 + len(values))}))
     return [decode_result(r) for r in out[0].column("row").to_pylist()]
 
 

@@ -10,6 +10,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
+from lakesink.wiring import task_parts
 from lakesink.executor.archiver import ArchivedRow, BatchContext
 from lakesink.executor.columnar import CANONICAL, ColumnarPlan, read_columns
 from lakesink.config import SinkConfig
@@ -71,11 +72,11 @@ def run(cfg, batch_list, columnar: bool, flush_tail: bool = True, direct: bool =
     """(manifest rows, {key: bytes}) of one archive_partitions call, with or without the plan (``direct``: the
     plan as the direct reader runs it, no JVM columns)."""
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=flush_tail)
-    plan = ColumnarPlan.for_config(cfg) if columnar else None
+    plan = ColumnarPlan.for_parts(task_parts(cfg)) if columnar else None
     if plan is not None and direct:
         plan = plan.for_direct_reader()
     n = sum(b.num_rows for b in batch_list)
-    out = list(archive_partitions(iter(batch_list), cfg, ctx, {("t", 3): (10, 10 + n)}, plan))
+    out = list(archive_partitions(iter(batch_list), task_parts(cfg), ctx, {("t", 3): (10, 10 + n)}, plan))
     results = [decode_result(r) for r in out[0].column("row").to_pylist()] if out else []
     rows = [r.row.to_json() if isinstance(r, ArchivedRow) else r for r in results]
     store = cfg.store_url[len("file://"):]
@@ -107,7 +108,7 @@ def _stable(data: bytes) -> bytes:
     ("avro", {"avro.codec": "snappy"}, "avro"),
 ])
 def test_plan_for_count_only_default_partitioner_configs(tmp_path, fmt, extra, kind):
-    plan = ColumnarPlan.for_config(config(tmp_path, fmt, **extra))
+    plan = ColumnarPlan.for_parts(task_parts(config(tmp_path, fmt, **extra)))
     assert plan is not None and plan.kind == kind
     if kind == "avro":
         assert json.loads(plan.schema_json)["name"] == "R"
@@ -128,7 +129,7 @@ def test_plan_for_count_only_default_partitioner_configs(tmp_path, fmt, extra, k
     ("avro", {"schema.registry.url": "mock://lakesink-columnar"}),  # wire format: schema per record
 ])
 def test_no_plan_where_records_need_the_per_record_path(tmp_path, fmt, extra):
-    assert ColumnarPlan.for_config(config(tmp_path, fmt, **extra)) is None
+    assert ColumnarPlan.for_parts(task_parts(config(tmp_path, fmt, **extra))) is None
 
 
 def test_read_columns_drops_a_plan_spark_cannot_build():
@@ -339,7 +340,7 @@ def test_parquet_plan_only_for_schemas_spark_decodes_alike(tmp_path):
     from lakesink.executor.columnar import spark_decodes_alike
 
     cfg = config(tmp_path, "parquet", **{"value.schema": json.dumps(SCHEMA)})
-    assert ColumnarPlan.for_config(cfg).kind == "parquet"
+    assert ColumnarPlan.for_parts(task_parts(cfg)).kind == "parquet"
     assert not spark_decodes_alike({"type": "record", "name": "T", "fields": [
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]})  # Spark: micros
     assert not spark_decodes_alike({"type": "record", "name": "E", "fields": [
@@ -352,7 +353,7 @@ def test_parquet_plan_only_for_schemas_spark_decodes_alike(tmp_path):
             {"name": "xs", "type": {"type": "array", "items": "int"}}]}]}]})
     ts_schema = {"type": "record", "name": "T", "fields": [
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
-    assert ColumnarPlan.for_config(config(tmp_path, "parquet", **{"value.schema": json.dumps(ts_schema)})) is None
+    assert ColumnarPlan.for_parts(task_parts(config(tmp_path, "parquet", **{"value.schema": json.dumps(ts_schema)}))) is None
 
 
 @pytest.mark.parametrize("chunk", [1, 6, 64, 1000])
@@ -403,7 +404,7 @@ def test_direct_reader_parquet_columns_are_decoded_at_once_and_a_bad_datum_is_na
     from lakesink.decoders import AvroDecoder
 
     extra = {"value.schema": json.dumps(SCHEMA)}
-    plan = ColumnarPlan.for_config(config(tmp_path / "p", "parquet", **extra)).for_direct_reader()
+    plan = ColumnarPlan.for_parts(task_parts(config(tmp_path / "p", "parquet", **extra))).for_direct_reader()
     assert plan.kind == "parquet" and plan.python_check
     dec = create_decoder("avro", schema=json.dumps(SCHEMA), wire_format=False)
     values = [avro_datum(i) for i in range(40)]

@@ -3,6 +3,7 @@ import json
 import pickle
 import sys
 import types
+from typing import NamedTuple
 from pathlib import Path
 
 import pytest
@@ -341,7 +342,14 @@ def test_format_builders_call_registry_lazily(monkeypatch) -> None:
         calls.append((name, options))
         return types.SimpleNamespace(extension={"json": ".json.gz", "avro": ".avro", "parquet": ".snappy.parquet"}[name])
 
-    fake.create = create
+    class Spec(NamedTuple):  # FormatSpec, building through the fake create
+        name: str
+        options: dict
+
+        def build(self, compression=None):
+            return create(self.name, **self.options)
+
+    fake.create, fake.FormatSpec = create, Spec
     monkeypatch.setitem(sys.modules, "lakesink.objects.formats", fake)
     monkeypatch.setattr(lakesink.objects, "formats", fake, raising=False)
     c = cfg(**{"format.class": "json", "s3.compression.type": "gzip", "s3.compression.level": "5",

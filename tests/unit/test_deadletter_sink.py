@@ -9,6 +9,7 @@ import json
 import pytest
 
 from support.archive_helpers import BASE_TS, batch
+from lakesink.wiring import task_parts
 from lakesink.config import SinkConfig
 from lakesink.driver.validate import range_frame
 from lakesink.errors import ConfigError, DeadLetterError, DecodeError
@@ -68,7 +69,7 @@ def run(cfg, values, offsets, flush_tail=True, producer=RecordingProducer, keys=
                        flush_tail=flush_tail, dead_letter_producer=producer)
     tss = [BASE_TS + o for o in offsets]
     b = batch(values, offsets, tss, keys=keys, headers=[[("h", b"%d" % o)] for o in offsets])
-    out = list(archive_partitions(iter([b]), cfg, ctx, {("t", 3): (offsets[0], offsets[-1] + 1)}))
+    out = list(archive_partitions(iter([b]), task_parts(cfg), ctx, {("t", 3): (offsets[0], offsets[-1] + 1)}))
     results = [decode_result(r) for r in out[0].column("row").to_pylist()] if out else []
     rows = [r.row for r in results if isinstance(r, ArchivedRow)]
     (status,) = [r for r in results if isinstance(r, PartitionStatus)]

@@ -5,6 +5,7 @@ import json
 import pyarrow as pa
 import pytest
 
+from lakesink.wiring import task_parts
 from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.errors import ConfigError, InvalidArgumentError, PartitionError, TransformError
@@ -223,9 +224,9 @@ def run(cfg, batches, start=10, end=None):
     columnar = None
     from lakesink.executor.columnar import ColumnarPlan
 
-    plan = ColumnarPlan.for_config(cfg)
+    plan = ColumnarPlan.for_parts(task_parts(cfg))
     columnar = plan.for_direct_reader() if plan else None
-    out = list(archive_partitions(iter(batches), cfg, ctx, plans, columnar))
+    out = list(archive_partitions(iter(batches), task_parts(cfg), ctx, plans, columnar))
     return [decode_result(r) for r in out[0].column("row").to_pylist()] if out else []
 
 

@@ -10,6 +10,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
+from lakesink.wiring import task_parts
 from lakesink import wiring
 from lakesink.config import SinkConfig
 from lakesink.executor.archiver import ArchivedRow, BatchContext
@@ -56,7 +57,7 @@ def archive(cfg, keys, start=10):
         "partition": pa.array([3] * n, pa.int32()), "offset": pa.array(range(start, start + n), pa.int64()),
         "ts": pa.array([1_700_000_000_000 + i for i in range(n)], pa.int64()), "key": pa.array(keys, pa.binary())})
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=True)
-    out = list(archive_partitions(iter([batch]), cfg, ctx, {("t", 3): (start, start + n)}, None))
+    out = list(archive_partitions(iter([batch]), task_parts(cfg), ctx, {("t", 3): (start, start + n)}, None))
     results = [decode_result(r) for r in out[0].column("row").to_pylist()]
     return [r.row for r in results if isinstance(r, ArchivedRow) and r.row.kind == "object"]
 

@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from lakesink import plugins
 from lakesink.objects.formats.avro import AvroFormat
 from lakesink.objects.formats.base import CountingSink, Format, FormatWriter, RecordView
@@ -33,5 +35,21 @@ def create(name: str, **options) -> Format:
         raise InvalidArgumentError(f"format {key!r}: {e}") from None
 
 
-__all__ = ["create", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "CountingSink",
+class FormatSpec(NamedTuple):
+    """A format as a plain value (name, constructor options) a task builds with :meth:`build`: what
+    :func:`lakesink.wiring.format_spec` gives, so tasks receive settings, not the config."""
+
+    name: str
+    options: dict[str, Any]
+
+    def build(self, compression: str | None = None) -> Format:
+        """The format; ``compression`` (an object's manifest row) replaces the configured file compression of
+        formats whose reader needs it (:attr:`Format.reads_object_compression`)."""
+        opts = self.options
+        if compression and plugins.load("format", self.name).reads_object_compression:
+            opts = {**opts, "compression": compression}
+        return create(self.name, **opts)
+
+
+__all__ = ["create", "FormatSpec", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "CountingSink",
            "AvroFormat", "JsonFormat", "ByteArrayFormat", "ParquetFormat", "BlockGzipFormat"]

@@ -53,6 +53,9 @@ class Format(ABC):
     schema_per_file: bool = False
     #: whether a keys file of this format holds bytes keys as base64 text (JsonConverter)
     keys_as_base64: bool = False
+    #: whether reading an object needs the compression it was written with (its manifest row's ``compression``:
+    #: a job may change it between runs); Avro and Parquet name their codec inside the file
+    reads_object_compression: bool = False
 
     @classmethod
     def options_from(cls, settings: Any) -> dict[str, Any]:

@@ -116,6 +116,7 @@ class BlockGzipFormat(Format):
     ``block_size`` (alias ``compressed_block_size``; raw bytes per chunk), ``buffer_size``."""
 
     name = "blockgzip"
+    reads_object_compression = True
     record_bytes_rule = "the archived line (UTF-8)"
     has_index = True
 

@@ -28,6 +28,7 @@ class ByteArrayFormat(Format):
     (default ``.bin``), ``compression`` (none|gzip), ``compression_level``, ``buffer_size``."""
 
     name = "bytearray"
+    reads_object_compression = True
     record_bytes_rule = "the value bytes, exactly"
 
     @classmethod

@@ -49,6 +49,7 @@ class JsonFormat(Format):
     ``decimal_format`` (BASE64|NUMERIC), ``buffer_size`` (bytes collected before a push)."""
 
     name = "json"
+    reads_object_compression = True
     record_bytes_rule = "the archived line (UTF-8)"
     keys_as_base64 = True
 
