@@ -66,7 +66,12 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
     from lakesink.runtime.spark import get_spark
 
     t0 = time.monotonic()
-    with LocalStack() as stack:
+    stack = LocalStack(registry=False)  # the demo's values are JSON: no Schema Registry to download or start
+    stack.check_installed("demo")
+    from lakesink.runtime.spark import default_jars_dir
+
+    default_jars_dir("demo")  # before the broker starts: one line naming `lakesink setup`
+    with stack:
         say(f"== local stack up in {time.monotonic() - t0:.1f}s: Kafka {stack.kafka.bootstrap_servers}, "
             f"S3 {stack.s3.endpoint_url}")
         stack.kafka.create_topic(TOPIC, partitions=3)

@@ -27,9 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--kafka-port", type=int, default=0, help="broker port (default: a free one)")
     up.add_argument("--s3-port", type=int, default=0, help="S3 endpoint port (default: a free one)")
     up.add_argument("--registry-port", type=int, default=0, help="Schema Registry port (default: a free one)")
+    up.add_argument("--no-registry", action="store_true",
+                    help="start no Schema Registry (it needs `lakesink setup --registry`'s download)")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the stack (default 120)")
     up.set_defaults(func=lambda args, output: dev_cli.up(args.state_file, args.kafka_port, args.s3_port,
-                                                         args.timeout, args.registry_port))
+                                                         args.timeout, args.registry_port, not args.no_registry))
 
     down = dev_sub.add_parser("down", help="stop the background stack")
     common(down)

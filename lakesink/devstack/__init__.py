@@ -37,16 +37,27 @@ def repo_root() -> Path:
 
 
 def jars_dir(kind: str, env_var: str | None = None) -> Path:
-    """``.cache/jars/<kind>`` of the checkout (or ``$env_var``), with a clear error when not materialised."""
-    override = os.environ.get(env_var) if env_var else None
-    path = Path(override) if override else repo_root() / ".cache" / "jars" / kind
-    if not path.is_dir() or not any(path.glob("*.jar")):
-        how = f"${env_var}" if override else "the checkout"
-        raise DevStackError(
-            f"no {kind} jars in {path} (from {how}): run scripts/bootstrap "
-            f"(or `make jars`) to download them"
-        )
-    return path
+    """The directory of jar set ``kind`` (``kafka``, ``registry``, ``spark``): ``$env_var``, else the checkout's
+    ``.cache/jars/<kind>``, else the user cache ``lakesink setup`` fills (:func:`lakesink.runtime.jars.find_dir`);
+    NotInstalledError (exit 5) naming the command that downloads them when none holds a jar."""
+    from lakesink.runtime.jars import SET_ENV, find_dir
+
+    if env_var and env_var != SET_ENV.get(kind):
+        override = os.environ.get(env_var)
+        if override and any(Path(override).glob("*.jar")):
+            return Path(override)
+    return find_dir(kind)
+
+
+def require_moto(command: str) -> None:
+    """NotInstalledError (one line, naming the extra that brings it) when moto, the local S3 endpoint, is absent."""
+    import importlib.util
+
+    if importlib.util.find_spec("moto") is None:
+        from lakesink.errors import NotInstalledError
+
+        raise NotInstalledError(f"{command} needs moto for its local S3 endpoint, which is not installed: "
+                                f"pip install 'lakesink[local]'")
 
 
 # ---------------------------------------------------------------------------------------------- Java
@@ -301,6 +312,7 @@ __all__ = [
     "ensure_port_free",
     "free_port",
     "jars_dir",
+    "require_moto",
     "java_executable",
     "kill_pid",
     "log_tail",

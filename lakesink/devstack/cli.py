@@ -48,7 +48,11 @@ def _running(state: dict | None) -> bool:
 
 
 def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, timeout: float = 120.0,
-       registry_port: int = 0) -> DevResult:
+       registry_port: int = 0, registry: bool = True) -> DevResult:
+    """Start the stack in the background (``registry=False``: no Schema Registry). What a service needs and is
+    not installed (moto, Java, the jars) is named in one line before anything starts."""
+    from lakesink.devstack.stack import LocalStack
+
     state_file = Path(state_file).absolute()
     log = state_file.with_name("dev-stack.log")
     state = read_state(state_file)
@@ -60,12 +64,14 @@ def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, 
         for key in ("kafka_pid", "registry_pid"):
             if state.get(key):
                 kill_pid(int(state[key]), 10)
+    LocalStack(registry=registry).check_installed("dev up")
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
         fh.write(f"\n=== lakesink dev up {time.strftime('%Y-%m-%d %H:%M:%S')} ===\n".encode())
     proc = spawn(
         [sys.executable, "-m", "lakesink.devstack.stack", "--state-file", str(state_file),
-         "--kafka-port", str(kafka_port), "--s3-port", str(s3_port), "--registry-port", str(registry_port)],
+         "--kafka-port", str(kafka_port), "--s3-port", str(s3_port), "--registry-port", str(registry_port),
+         *([] if registry else ["--no-registry"])],
         log, detach=True,
     )
     deadline = time.monotonic() + timeout

@@ -1,7 +1,7 @@
 """A real Schema Registry for tests and the dev stack: Apicurio Registry with its Confluent-compatible API.
 
 Runs Apicurio Registry 3.0.x (Quarkus, in-memory storage) from ``.cache/jars/registry`` (``scripts/bootstrap``
-unpacks ``jvm/registry/pom.xml``'s tar.gz there) with ``java -jar <runner jar>``, bound to 127.0.0.1 on a
+unpacks ``jvm/registry/pom.xml``'s tar.gz there; a pip install: ``lakesink setup --registry``'s cache) with ``java -jar <runner jar>``, bound to 127.0.0.1 on a
 free port (HTTP) and a second free port for Quarkus' management interface (which would otherwise listen on
 0.0.0.0:9000). Confluent clients use :attr:`SchemaRegistry.url` (``http://127.0.0.1:P/apis/ccompat/v7``).
 Killed with its parent (Linux PR_SET_PDEATHSIG), or at interpreter exit at the latest.
@@ -34,8 +34,8 @@ def runner_jar(registry_dir: Path) -> Path:
     """The Quarkus runner jar of an unpacked Apicurio distribution (``apicurio-registry-app-*-runner.jar``)."""
     found = sorted(registry_dir.glob("*-runner.jar"))
     if not found:
-        raise DevStackError(f"no Apicurio runner jar (*-runner.jar) in {registry_dir}: run scripts/bootstrap "
-                            f"(or `make jars`)")
+        raise DevStackError(f"no Apicurio runner jar (*-runner.jar) in {registry_dir}: run `lakesink setup "
+                            f"--registry`")
     return found[-1]
 
 

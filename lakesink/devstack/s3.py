@@ -23,7 +23,7 @@ import sys
 import threading
 from pathlib import Path
 
-from lakesink.devstack import (LOOPBACK, ensure_port_free, free_port, log_tail, port_open, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.devstack import (LOOPBACK, ensure_port_free, require_moto, free_port, log_tail, port_open, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
 from lakesink.errors import DevStackError
 from lakesink.store.settings import S3Settings
 
@@ -89,6 +89,7 @@ class S3Endpoint:
         """Serve on a daemon thread of this process (what the child process of :meth:`start` runs)."""
         if self._server is not None or self._proc is not None:
             return self
+        require_moto("the local S3 endpoint")
         quiet_werkzeug()
         from moto.server import ThreadedMotoServer
 
@@ -108,6 +109,7 @@ class S3Endpoint:
 
     def spawn(self, log_path: Path, *, detach: bool = False, timeout: float = 60.0) -> "S3Endpoint":
         """Run ``python -m lakesink.devstack.s3`` as a child process and wait until it answers."""
+        require_moto("the local S3 endpoint")  # one line naming the extra, not the child's ModuleNotFoundError
         port = self._req_port or free_port(self.host)
         if self._req_port:
             ensure_port_free(port, "S3 endpoint", self.host)

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from lakesink.errors import DevStackError
+from lakesink.errors import DevStackError, LakesinkError
 from lakesink.devstack.kafka import KafkaBroker
 from lakesink.devstack.registry import SchemaRegistry
 from lakesink.devstack.s3 import S3Endpoint
@@ -31,16 +31,35 @@ class LocalStack:
     ``with LocalStack() as stack: stack.kafka.bootstrap_servers, stack.registry.url ...``."""
 
     def __init__(self, kafka_port: int = 0, s3_port: int = 0, kafka_start_timeout: float = 60.0,
-                 registry_port: int = 0):
+                 registry_port: int = 0, registry: bool = True):
         self.kafka = KafkaBroker(port=kafka_port, start_timeout=kafka_start_timeout)
         self.s3 = S3Endpoint(port=s3_port)
-        self.registry = SchemaRegistry(port=registry_port)
+        #: None with ``registry=False`` (the demo needs none: its JVM and its download are spared)
+        self.registry = SchemaRegistry(port=registry_port) if registry else None
+
+    def services(self) -> list:
+        """The services this stack runs, in start order."""
+        return [svc for svc in (self.s3, self.kafka, self.registry) if svc is not None]
+
+    def check_installed(self, command: str) -> None:
+        """NotInstalledError naming what brings it when something a service needs is absent (moto, the Kafka jars,
+        the registry), before anything starts."""
+        from lakesink.devstack import require_moto
+        from lakesink.runtime.jars import find_dir, require_java
+
+        require_moto(command)
+        require_java(command)
+        find_dir("kafka", command)
+        if self.registry is not None:
+            try:
+                find_dir("registry", command)
+            except LakesinkError as e:
+                raise type(e)(f"{e}; or leave it out: --no-registry") from None
 
     def start(self) -> "LocalStack":
         try:
-            self.s3.start()
-            self.kafka.start()
-            self.registry.start()
+            for svc in self.services():
+                svc.start()
         except BaseException:
             self.stop()
             raise
@@ -48,7 +67,7 @@ class LocalStack:
 
     def stop(self) -> None:
         errors = []
-        for svc in (self.registry, self.kafka, self.s3):
+        for svc in reversed(self.services()):
             try:
                 svc.stop()
             except Exception as e:  # pragma: no cover - best effort
@@ -74,10 +93,10 @@ class LocalStack:
             "s3_access_key": self.s3.access_key,
             "s3_secret_key": self.s3.secret_key,
             "s3_region": self.s3.region,
-            "schema_registry_url": self.registry.url,
-            "registry_pid": self.registry.pid,
-            "registry_port": self.registry.port,
-            "registry_log": str(self.registry.log_path),
+            **({"schema_registry_url": self.registry.url,
+                "registry_pid": self.registry.pid,
+                "registry_port": self.registry.port,
+                "registry_log": str(self.registry.log_path)} if self.registry is not None else {}),
         }
 
 
@@ -88,12 +107,13 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0, registry_port: int = 0) -> int:
+def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0, registry_port: int = 0,
+              registry: bool = True) -> int:
     """Run a LocalStack until SIGTERM/SIGINT; publish it in ``state_file`` while it runs."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port, registry_port=registry_port)
+    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port, registry_port=registry_port, registry=registry)
     try:
         stack.start()
     except DevStackError as e:
@@ -103,7 +123,7 @@ def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0, registry_
         info = {"supervisor_pid": os.getpid(), "started_at": time.time(), **stack.info()}
         write_json_atomic(state_file, info)
         print(f"dev stack ready: {json.dumps(info)}", flush=True)
-        while not stop.is_set() and stack.kafka.running() and stack.registry.running():
+        while not stop.is_set() and stack.kafka.running() and (stack.registry is None or stack.registry.running()):
             stop.wait(1.0)
         if not stop.is_set():
             gone = "the Kafka broker" if not stack.kafka.running() else "the Schema Registry"
@@ -128,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-port", type=int, default=0)
     ap.add_argument("--s3-port", type=int, default=0)
     ap.add_argument("--registry-port", type=int, default=0)
+    ap.add_argument("--no-registry", action="store_true")
     args = ap.parse_args(argv)
-    return supervise(args.state_file, args.kafka_port, args.s3_port, args.registry_port)
+    return supervise(args.state_file, args.kafka_port, args.s3_port, args.registry_port, not args.no_registry)
 
 
 if __name__ == "__main__":

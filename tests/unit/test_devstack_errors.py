@@ -72,12 +72,12 @@ def test_spark_jars_dir_missing(tmp_path, monkeypatch):
     from lakesink.runtime import spark as lspark
 
     monkeypatch.setenv(lspark.JARS_ENV, str(tmp_path / "nope"))
-    with pytest.raises(LakesinkError, match="scripts/bootstrap") as e:
+    with pytest.raises(LakesinkError, match="lakesink setup") as e:
         lspark.default_jars_dir()
     assert str(tmp_path / "nope") in str(e.value)
     # get_spark fails the same way, before any JVM starts
     monkeypatch.setattr(lspark, "_use_cluster", lambda: False)
-    with pytest.raises(LakesinkError, match="scripts/bootstrap"):
+    with pytest.raises(LakesinkError, match="lakesink setup"):
         lspark.get_spark()
 
 
@@ -86,7 +86,7 @@ def test_spark_jars_dir_without_jars(tmp_path, monkeypatch):
 
     (tmp_path / "README").write_text("no jars here")
     monkeypatch.setenv(lspark.JARS_ENV, str(tmp_path))
-    with pytest.raises(LakesinkError, match="no Spark jars"):
+    with pytest.raises(LakesinkError, match=r"needs the Spark jars .* holds no jar"):
         lspark.default_jars_dir()
 
 
@@ -94,7 +94,7 @@ def test_kafka_jars_dir_missing(tmp_path, monkeypatch):
     from lakesink.devstack.kafka import KAFKA_JARS_ENV
 
     monkeypatch.setenv(KAFKA_JARS_ENV, str(tmp_path))
-    with pytest.raises(DevStackError, match="scripts/bootstrap"):
+    with pytest.raises(LakesinkError, match=r"needs the Kafka broker jars: .* holds no jar"):
         devstack.jars_dir("kafka", KAFKA_JARS_ENV)
 
 
