@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from lakesink.runtime.logs import log_output
+from lakesink.runtime.logs import log_output, quiet_spark_conf
 
-__all__ = ["session", "SessionInAdvance", "quiet_spark_conf", "quiet_query_error_loggers", "keep_signal_handlers"]
+__all__ = ["session", "SessionInAdvance", "quiet_query_error_loggers", "keep_signal_handlers"]
 
 #: Called after a Spark session started in this process (main thread): pyspark's SparkContext installs its own
 #: SIGINT handler, and a caller with its own signal handling (the CLI's StopSignals) puts its handlers back.
@@ -86,14 +86,3 @@ def quiet_query_error_loggers() -> None:
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
-
-def quiet_spark_conf(log: str | None) -> dict[str, str]:
-    """Spark settings that keep the terminal for lakesink's own output: no console progress bars, and (with a
-    ``log`` file) the driver's log4j -- Spark, Hadoop, task failures with Python tracebacks -- to that file."""
-    from importlib.resources import files
-
-    conf = {"spark.ui.showConsoleProgress": "false"}
-    if log is not None:
-        cfg_file = str(files("lakesink.runtime").joinpath("log4j2-cli.properties"))
-        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{cfg_file} -Dlakesink.log.file={log}"
-    return conf

@@ -122,7 +122,8 @@ def get_spark(
     they are applied only where unset, and static ones are skipped).
     ``scheduler_only``: the session will only run Python tasks (no data source, no Delta write in the JVM:
     :func:`lakesink.wiring.spark_schedules_only`); a local JVM then starts with :data:`SCHEDULER_JVM_OPTIONS`.
-    ``jvm_output``: a file descriptor for the local JVM's output (:func:`launch_jvm_detached`).
+    ``jvm_output``: a file descriptor for the local JVM's output (:func:`launch_jvm_detached`); default: a new
+    log file of this run, or the terminal with ``--verbose``/``$LAKESINK_VERBOSE`` (:func:`.logs.quiet_jvm`).
     """
     from pyspark.sql import SparkSession
 
@@ -141,8 +142,15 @@ def get_spark(
     require_java()  # one line naming what to install, not pyspark's JAVA_GATEWAY_EXITED
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    settings = local_settings(app_name, master, s3, conf, scheduler_only)
-    launch_jvm_detached(settings, jvm_output)
+    from pyspark import SparkContext
+
+    from lakesink.runtime.logs import quiet_jvm
+
+    starts = SparkContext._gateway is None  # noqa: SLF001 - see launch_jvm_detached
+    # a JVM started here prints to the run's log file, not the terminal, unless --verbose (lakesink.runtime.logs)
+    with quiet_jvm(app_name, conf, jvm_output, starts) as (conf, jvm_output):
+        settings = local_settings(app_name, master, s3, conf, scheduler_only)
+        launch_jvm_detached(settings, jvm_output)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
