@@ -9,15 +9,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from lakesink.config.keys import KEYS, MASK, Secret, is_secret, redact_url
+from lakesink.config.keys import KEYS, MASK, Secret, is_secret, redact_url, shown
 from lakesink.config.parse import flatten, read_source, unwrap
+from lakesink.config.providers import resolve
 from lakesink.config.validate import build_values
 from lakesink.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config.schema_registry import RegistryConfig
 
-__all__ = ["Secret", "SinkConfig", "FIELD_NAMES", "load_config"]
+__all__ = ["Secret", "SinkConfig", "FIELD_NAMES", "load_config", "build"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,13 +103,15 @@ class SinkConfig:
     warnings: tuple[str, ...] = ()
     source: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # keys whose value came from a config provider (${file:...}, ${env:...}: lakesink.config.providers): secrets
+    provided_keys: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ construction
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str | None = None, name: str | None = None) -> "SinkConfig":
-        """Validate a flat (or nested) mapping of Confluent/lakesink keys."""
-        return cls(**build_values(flatten(values), source=source, job_name=name))
+        """Validate a flat (or nested) mapping of Confluent/lakesink keys (config provider references resolved)."""
+        return build(flatten(values), source, name)
 
     # ------------------------------------------------------------------ derived
     # (components — naming, partitioner, formats, decoders, store — are built by lakesink.wiring)
@@ -163,6 +166,10 @@ class SinkConfig:
             out["schema.registry.url"] = redact_url(self.schema_registry_url)
         if redact and self.store_url:
             out["store.url"] = redact_url(self.store_url)
+        if redact:  # a value from a config provider is a secret, whatever its key
+            for k in self.provided_keys & out.keys():
+                if out[k] not in (None, "", [], ()):
+                    out[k] = MASK
         return out
 
     def __repr__(self) -> str:
@@ -177,12 +184,33 @@ FIELD_NAMES = tuple(f.name for f in fields(SinkConfig))
 
 
 def load_config(source: str | os.PathLike | Mapping[str, Any]) -> SinkConfig:
-    """Load and validate a config from a file path (.properties / .json / .yaml) or a mapping."""
+    """Load and validate a config from a file path (.properties / .json / .yaml) or a mapping; config provider
+    references (``${file:/path:key}``, ``${env:VAR}``, ``${directory:/dir:file}``) are resolved first."""
     if isinstance(source, Mapping):
         flat, name = unwrap(source, "<dict>")
-        return SinkConfig(**build_values(flatten(flat), source=None, job_name=name))
+        return build(flatten(flat), None, name)
     path = Path(source)
     if not path.is_file():
         raise ConfigError([ConfigProblem("<file>", str(path), "config file not found")], str(path))
     flat, name = read_source(path)
-    return SinkConfig(**build_values(flatten(flat), source=str(path), job_name=name))
+    return build(flatten(flat), str(path), name)
+
+
+def build(flat: dict[str, Any], source: str | None, name: str | None) -> SinkConfig:
+    """Resolve config provider references in ``flat`` (:mod:`lakesink.config.providers`), validate, build; a
+    value that came from a provider is masked in every problem, warning and in ``raw``."""
+    resolved = resolve(flat, source)
+    try:
+        values = build_values(resolved.config, source=source, job_name=name)
+    except ConfigError as e:
+        if not resolved.keys:
+            raise
+        # from None: the unmasked error must not ride along as the context (a --debug traceback shows it)
+        raise ConfigError([resolved.problem(p) for p in e.problems], e.source) from None
+    if resolved.keys:
+        values["raw"] = {k: (shown(k, flat[k]) if k in resolved.keys and k in flat else resolved.masked(k, v))
+                         for k, v in values["raw"].items()}  # a provided key shows its reference
+        values["warnings"] = tuple(resolved.scrub(w) for w in values["warnings"])
+        # a Connect JSON's top-level name is the job's name, whatever the config's "name" resolved to
+        values["provided_keys"] = resolved.keys - {"name"} if name else resolved.keys
+    return SinkConfig(**values)
