@@ -23,7 +23,7 @@ from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
 from lakesink.cli import validate
 from lakesink.cli import setup
-from lakesink.cli.output import FORMATS, Output, make_output
+from lakesink.cli.output import FORMATS, Output, make_output, resolved_masked
 from lakesink.runtime.logs import run_log_file, set_verbose
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
@@ -105,6 +105,7 @@ def _fail(output: Output, ex: BaseException, debug: bool, internal: bool) -> int
             msg += " (run with --debug for the traceback)"
     else:
         msg = f"lakesink: error: {ex}"
+    msg = resolved_masked(msg)
     log = run_log_file()
     if log and os.path.exists(log) and os.path.getsize(log) > 0:
         msg += f" (log: {log})"

@@ -23,6 +23,13 @@ from lakesink.cli.results import (CheckResult, DemoResult, ImportResult, Restore
 # ---------------------------------------------------------------------------------------------- outputs
 
 
+def resolved_masked(text: str) -> str:
+    """``text`` with the values config providers resolved in this process masked (lakesink.config.providers):
+    an error at run time may quote one (an S3 error naming the bucket)."""
+    providers = sys.modules.get("lakesink.config.providers")  # not loaded: nothing was resolved
+    return providers.scrub_resolved(text) if providers is not None else text
+
+
 class Output(ABC):
     """How a command's result reaches the user."""
 
@@ -434,7 +441,7 @@ class JsonOutput(Output):
         self._j(obj)
 
     def exception(self, ex: BaseException, internal: bool = False) -> None:
-        self._j({"error": {"type": type(ex).__name__, "message": str(ex), "internal": internal}})
+        self._j({"error": {"type": type(ex).__name__, "message": resolved_masked(str(ex)), "internal": internal}})
 
 
 class CsvOutput(JsonOutput):

@@ -42,13 +42,15 @@ from lakesink.errors import BadValue, ConfigError, ConfigProblem
 
 __all__ = ["REFERENCE", "PREFIX", "CLASSES", "DEFAULT_PROVIDERS", "MIN_SCRUB_LENGTH",
            "Provider", "FileProvider", "DirectoryProvider", "EnvProvider", "Resolved", "is_provider_key",
-           "has_reference", "declared_providers", "resolve"]
+           "has_reference", "declared_providers", "resolve", "scrub_resolved", "RESOLVED_VALUES"]
 
 #: Kafka's ``ConfigTransformer.DEFAULT_PATTERN``
 REFERENCE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
 PREFIX = "config.providers"
 #: a resolved value at least this long is also masked where it appears inside other text
 MIN_SCRUB_LENGTH = 4
+# every value resolved in this process: the CLI masks them in any error line (scrub_resolved)
+RESOLVED_VALUES: set[str] = set()
 
 
 class Provider:
@@ -358,7 +360,16 @@ def resolve(flat: Mapping[str, Any], source: str | None = None,
         else:
             out[key] = _substitute(value, found)
     values = tuple(sorted(set(found.values())))
+    RESOLVED_VALUES.update(v.strip() for v in values if len(v.strip()) >= MIN_SCRUB_LENGTH)
     return Resolved(out, frozenset(_derived_keys(refs)), values)
+
+
+def scrub_resolved(text: str) -> str:
+    """``text`` with every value resolved by a provider in this process masked: for messages that may quote a
+    config value at run time (an S3 error naming the bucket, a Kafka error naming a user); the CLI's error line."""
+    for v in sorted(RESOLVED_VALUES, key=len, reverse=True):
+        text = text.replace(v, MASK)
+    return text
 
 
 def _unique(problems: list[ConfigProblem]) -> list[ConfigProblem]:

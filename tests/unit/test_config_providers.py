@@ -10,13 +10,20 @@ import pytest
 from lakesink.cli.main import main
 from lakesink.config import SinkConfig, load_config
 from lakesink.config.keys import MASK
-from lakesink.config.providers import EnvProvider, resolve
-from lakesink.errors import ConfigError
+from lakesink.config.providers import RESOLVED_VALUES, EnvProvider, resolve
+from lakesink.errors import ConfigError, LakesinkError
 
 BASE = {"name": "job", "topics": "a,b", "flush.size": "3", "s3.bucket.name": "bkt",
         "manifest.location": "s3a://bkt/manifest", "kafka.bootstrap.servers": "localhost:9092"}
 SECRET = "Sup3r-S3cret-Value"  # what must never be shown
 KAFKA = "org.apache.kafka.common.config.provider."
+
+
+@pytest.fixture(autouse=True)
+def forget_resolved():
+    """The CLI masks every value resolved in the process; other tests' error lines must not see ours."""
+    yield
+    RESOLVED_VALUES.clear()
 
 
 @pytest.fixture
@@ -235,6 +242,28 @@ def test_cli_check_masks_provided_values_in_text_and_json(secrets, tmp_path, cap
     for out in (text, json.dumps(doc)):
         assert "hidden-bucket" not in out and SECRET not in out and "AKIAFROMENVIRONMENT" not in out
     assert any("differs from the Connect name" in w for w in doc["warnings"])
+
+
+def test_a_runtime_error_quoting_a_provided_value_is_masked_on_every_output(secrets, tmp_path, capsys,
+                                                                          monkeypatch):
+    """An error after loading (an S3 error naming the bucket, say) is masked on the error line and in JSON."""
+    import lakesink.cli.check as check_cmd
+
+    f = tmp_path / "c.properties"
+    f.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "s3.bucket.name": "${file:%s:bucket}"
+                                                   % secrets["props"]}.items()))
+
+    def failing(path):
+        cfg = load_config(path)
+        raise LakesinkError(f"bucket {cfg.s3_bucket_name!r} does not exist")
+
+    monkeypatch.setattr(check_cmd, "check", failing)
+    assert main(["check", str(f)]) == 1
+    assert capsys.readouterr().err.strip() == f"lakesink: error: bucket '{MASK}' does not exist"
+    assert main(["--format", "json", "check", str(f)]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["error"]["message"] == f"bucket '{MASK}' does not exist"
+    assert "hidden-bucket" not in captured.out + captured.err
 
 
 AIVEN = {"name": "orders-s3", "connector.class": "io.aiven.kafka.connect.s3.AivenKafkaConnectS3SinkConnector",
