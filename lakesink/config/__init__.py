@@ -62,6 +62,8 @@ applied as ``kafka.*`` or listed as ignored one by one; a security setting (``se
 archive objects inside the manifest or metrics table's directory is refused (:mod:`lakesink.config.layout`).
 Secrets (``aws.*`` credentials, ``*password*``, ``*secret*``, ``*jaas*``, user info in
 URLs…) never appear in ``repr``, errors or :meth:`SinkConfig.as_dict` (``redact=True``).
+Config provider references in values (``${file:/path:key}``, ``${directory:/dir:file}``, ``${env:VAR}``, as in
+Kafka Connect) are resolved at load (:mod:`~lakesink.config.providers`); what they resolve to is a secret too.
 
 Modules: :mod:`~lakesink.config.parse` (reading sources), :mod:`~lakesink.config.keys` (the key table,
 ignored keys, secrets), :mod:`~lakesink.config.model` (:class:`SinkConfig`, :class:`Secret`),
