@@ -86,7 +86,7 @@ def _allowed_paths(name: str, value: str | None) -> list[PurePath] | None:
 
 class _PathProvider(Provider):
     params = ("allowed.paths",)
-    what = "file"
+    shape = "/path/file.properties:key"
 
     def __init__(self, name: str, params: Mapping[str, str]):
         super().__init__(name, params)
@@ -94,10 +94,10 @@ class _PathProvider(Provider):
 
     def checked(self, path: str) -> Path:
         if not path:
-            raise BadValue(f"needs a {self.what} path (${{{self.name}:/path:key}})")
+            raise BadValue(f"needs a path (${{{self.name}:{self.shape}}})")
         if self.allowed is None:
             return Path(path)
-        norm = PurePath(os.path.normpath(path)) if path else PurePath(path)
+        norm = PurePath(os.path.normpath(path))  # lexically, as Kafka's AllowedPaths (no symlinks followed)
         if not any(norm == a or a in norm.parents for a in self.allowed):
             raise BadValue(f"path {path!r} is outside config.providers.{self.name}.param.allowed.paths")
         return Path(norm)
@@ -126,7 +126,7 @@ class FileProvider(_PathProvider):
 class DirectoryProvider(_PathProvider):
     """``DirectoryConfigProvider``: ``${directory:/path/to/dir:file}`` (the file's whole content)."""
 
-    what = "directory"
+    shape = "/path/dir:file"
 
     def get(self, path: str, keys: set[str]) -> dict[str, str]:
         d = self.checked(path)

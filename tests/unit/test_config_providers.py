@@ -169,7 +169,7 @@ def test_a_missing_file_key_or_variable_names_the_key_and_the_reference(secrets,
                                                    f"file 'nofile'",
         "${env:LAKESINK_NO_SUCH_VAR}": "config provider 'env': environment variable 'LAKESINK_NO_SUCH_VAR' is not set",
         "${env:some/path:VAR}": "config provider 'env': takes no path (write ${env:VARIABLE})",
-        "${file:k}": "config provider 'file': needs a file path (${file:/path:key})",
+        "${file:k}": "config provider 'file': needs a path (${file:/path/file.properties:key})",
     }
     for ref, message in cases.items():
         p = one_problem({"s3.region": "eu-${x}-" + ref})
