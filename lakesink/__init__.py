@@ -32,6 +32,7 @@ _EXPORTS = {
     "status": "lakesink.driver.status",
     "validate": "lakesink.driver.validate",
     "ValidationReport": "lakesink.driver.validate",
+    "set_verbose": "lakesink.runtime.logs",
 }
 
 __all__ = ["__version__", *_EXPORTS]

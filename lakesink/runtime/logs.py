@@ -15,7 +15,7 @@ import contextlib
 from typing import Iterator
 
 __all__ = ["LOG_FILE_ENV", "VERBOSE_ENV", "LOG4J_CONFIG", "log_output", "set_verbose", "verbose", "run_log_file",
-           "new_log_file", "quiet_spark_conf", "quiet_jvm"]
+           "new_log_file", "quiet_spark_conf", "quiet_jvm", "quiet_running_jvm"]
 
 LOG_FILE_ENV = "LAKESINK_SPARK_LOG_FILE"
 #: ``LAKESINK_VERBOSE=1``: what ``--verbose`` does, for the notebook API and jobs started by someone else
@@ -95,7 +95,11 @@ def quiet_jvm(job: str, conf: dict | None, output: int | None, starts: bool) -> 
     """The settings and output descriptor a new local JVM starts with (``starts``: one starts now): ``conf``
     with :func:`quiet_spark_conf` under it and the JVM's output to this run's log file (:func:`log_output`), open
     while the block runs. Unchanged when the caller gave an ``output`` (it chose already), with ``--verbose``, or
-    when no JVM starts. Given ``spark.driver.extraJavaOptions`` follow ours (a later ``-D`` wins)."""
+    when no JVM starts. Given ``spark.driver.extraJavaOptions`` follow ours (a later ``-D`` wins).
+
+    Under ``spark-submit`` (``jobs/*.py``) the JVM runs already and pyspark's gateway only connects to it
+    (``$PYSPARK_GATEWAY_PORT``): once the block has connected, :func:`quiet_running_jvm` sends that JVM's log4j
+    and stderr to the log file before the session's SparkContext starts."""
     import os
 
     conf = {key: str(value) for key, value in (conf or {}).items()}
@@ -110,6 +114,25 @@ def quiet_jvm(job: str, conf: dict | None, output: int | None, starts: bool) -> 
         quiet["spark.driver.extraJavaOptions"] = options
     try:
         yield {**quiet, **conf}, fd
+        if log is not None and os.environ.get("PYSPARK_GATEWAY_PORT"):
+            quiet_running_jvm(log)
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def quiet_running_jvm(log: str) -> None:
+    """Send what a JVM started before lakesink ran (``spark-submit``'s) logs and prints to ``log``: its log4j
+    reconfigured with :data:`LOG4J_CONFIG`, its ``System.err`` (SLF4J notices, the Python workers' stderr) to the
+    file. What it printed before -- the JVM's own start-up warnings -- stays where it went."""
+    from importlib.resources import files
+
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm  # noqa: SLF001 - set once the gateway is up (lakesink.runtime.spark.launch_jvm_detached)
+    if jvm is None:
+        return
+    jvm.java.lang.System.setProperty("lakesink.log.file", log)
+    config = jvm.java.io.File(str(files("lakesink.runtime").joinpath(LOG4J_CONFIG))).toURI()
+    jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(config)
+    jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.FileOutputStream(log, True), True))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from lakesink.runtime.logs import log_output, quiet_spark_conf
-
 __all__ = ["session", "SessionInAdvance", "quiet_query_error_loggers", "keep_signal_handlers"]
 
 #: Called after a Spark session started in this process (main thread): pyspark's SparkContext installs its own
@@ -21,25 +19,16 @@ def keep_signal_handlers(reinstall: Callable[[], None] | None) -> None:
 
 def session(cfg, master: str | None, scheduler_only: bool = False):
     """The Spark session for ``cfg`` (S3A settings from the config), for a command or a notebook. A JVM this starts
-    logs to a file (:func:`lakesink.runtime.logs.new_log_file`), not the terminal, unless ``--verbose``/``--debug``. ``scheduler_only``: see
-    :func:`lakesink.runtime.spark.get_spark`."""
-    import os
-
-    from pyspark.sql import SparkSession
-
+    logs to a file (:func:`lakesink.runtime.logs.quiet_jvm`), not the terminal, unless ``--verbose``/``--debug``.
+    ``scheduler_only``: see :func:`lakesink.runtime.spark.get_spark`."""
     from lakesink import wiring
     from lakesink.runtime.spark import get_spark
 
     quiet_query_error_loggers()
-    starts_jvm = SparkSession.getActiveSession() is None
-    # the JVM's own output (and its Python workers' stderr) goes to the file; this process's stays on the terminal
-    log, fd = log_output(cfg.name) if starts_jvm else (None, None)
-    try:
-        spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
-                          conf=quiet_spark_conf(log), scheduler_only=scheduler_only, jvm_output=fd)
-    finally:
-        if fd is not None:
-            os.close(fd)
+    # a JVM get_spark starts prints to the run's log file (lakesink.runtime.logs.quiet_jvm); this process's own
+    # output stays on the terminal
+    spark = get_spark(app_name=f"lakesink-{cfg.name}", master=master, s3=wiring.s3_settings(cfg),
+                      scheduler_only=scheduler_only)
     if _signal_keeper is not None:  # pyspark's SparkContext replaced the SIGINT handler: the caller's again
         _signal_keeper()
     return spark
