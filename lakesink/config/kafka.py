@@ -15,7 +15,7 @@ import re
 from typing import Mapping
 
 __all__ = ["DEFAULT_ISOLATION_LEVEL", "READER_OWNED", "CONSUMER_ONLY", "librdkafka_options", "check_kafka_options",
-           "refusal"]
+           "refusal", "java_options", "store_type"]
 
 #: ``kafka.isolation.level`` when unset, for both readers and the admin client's offset snapshot
 DEFAULT_ISOLATION_LEVEL = "read_committed"
@@ -36,12 +36,6 @@ _RENAMED = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _NOT_IN_LIBRDKAFKA = {
-    "ssl.truststore.location": "librdkafka reads no Java trust store: convert it to PEM and set "
-                               "kafka.ssl.ca.location (both readers then need that file)",
-    "ssl.truststore.password": "librdkafka reads no Java trust store (set kafka.ssl.ca.location to a PEM file)",
-    "ssl.truststore.type": "librdkafka reads no Java trust store (set kafka.ssl.ca.location to a PEM file)",
-    "ssl.keystore.type": "librdkafka takes a PKCS#12 kafka.ssl.keystore.location (no type key), or PEM "
-                         "kafka.ssl.certificate.location + kafka.ssl.key.location",
     "ssl.endpoint.identification.algorithm": None,  # same name in librdkafka (https|none)
     "max.poll.records": "a Java consumer setting; librdkafka has no equivalent (remove it)",
     "default.api.timeout.ms": "a Java client setting; librdkafka has no equivalent (remove it)",
@@ -80,15 +74,101 @@ def _jaas(value: str, mechanism: str | None) -> tuple[dict[str, str], str | None
     return out, None
 
 
+_TRUSTSTORE = ("ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type")
+_STORE_TYPES = ("JKS", "PKCS12", "PEM")
+_JKS_MAGIC = b"\xfe\xed\xfe\xed"
+
+
+def store_type(location: str, declared: str | None) -> str:
+    """A Java key/trust store's type: the declared ``ssl.*store.type``, else what the file holds (PEM text, JKS
+    magic, else PKCS#12), else what its name says (``.jks``: JKS, ``.pem``/``.crt``: PEM, otherwise PKCS12)."""
+    if declared:
+        return declared.upper()
+    try:
+        with open(location, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        head = b""
+    if head.startswith(b"----") or location.lower().endswith((".pem", ".crt")):
+        return "PEM"
+    if head == _JKS_MAGIC or location.lower().endswith(".jks"):
+        return "JKS"
+    return "PKCS12"
+
+
+def _truststore(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Connect's ``ssl.truststore.*`` keys as librdkafka takes a CA: a PEM file is ``ssl.ca.location``; a PKCS#12
+    trust store is read (with ``cryptography``) into ``ssl.ca.pem``; JKS is refused (no Python reader of it here)."""
+    location = options.get("ssl.truststore.location")
+    declared = options.get("ssl.truststore.type")
+    if declared is not None and str(declared).upper() not in _STORE_TYPES:
+        return {}, [("kafka.ssl.truststore.type", "must be JKS, PKCS12 or PEM")]
+    if not location:
+        return {}, [(f"kafka.{k}", "is set without kafka.ssl.truststore.location (a PEM CA file: "
+                                   "kafka.ssl.ca.location)") for k in _TRUSTSTORE if k in options]
+    key = "kafka.ssl.truststore.location"
+    if options.get("ssl.ca.location") or options.get("ssl.ca.pem"):
+        return {}, [(key, "and kafka.ssl.ca.location both name the CA: set one")]
+    kind = store_type(str(location), declared)
+    if kind == "PEM":
+        return {"ssl.ca.location": str(location)}, []
+    if kind == "JKS":
+        return {}, [(key, "is a JKS trust store, which librdkafka (the admin client, the direct reader, restore) "
+                          "cannot read: convert it to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or to "
+                          "a PEM kafka.ssl.ca.location; both readers take either")]
+    try:
+        from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+        with open(location, "rb") as f:
+            data = f.read()
+        password = options.get("ssl.truststore.password")
+        store = pkcs12.load_pkcs12(data, str(password).encode() if password else None)
+    except ImportError:
+        return {}, [(key, "is a PKCS12 trust store: reading it for librdkafka needs the cryptography package "
+                          "(pip install cryptography), or set a PEM kafka.ssl.ca.location")]
+    except OSError as e:
+        return {}, [(key, f"cannot be read: {e.strerror or e}")]
+    except ValueError:
+        return {}, [(key, "is not a PKCS12 trust store that kafka.ssl.truststore.password opens (wrong password, "
+                          "or set kafka.ssl.truststore.type)")]
+    certs = [c.certificate for c in store.additional_certs] + ([store.cert.certificate] if store.cert else [])
+    if not certs:
+        return {}, [(key, "holds no certificate")]
+    return {"ssl.ca.pem": "".join(c.public_bytes(Encoding.PEM).decode("ascii") for c in certs)}, []
+
+
 def librdkafka_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """(librdkafka config, problems as (``kafka.`` key, message)) from the ``kafka.*`` keys without the prefix.
 
-    ``isolation.level`` defaults to :data:`DEFAULT_ISOLATION_LEVEL`."""
+    ``isolation.level`` defaults to :data:`DEFAULT_ISOLATION_LEVEL`. Connect's ``ssl.truststore.*`` keys become
+    librdkafka's CA (:func:`store_type`: PEM, PKCS12; JKS is refused); ``ssl.keystore.type`` PKCS12 is librdkafka's
+    own ``ssl.keystore.location``, PEM its ``ssl.certificate.location`` + ``ssl.key.location`` (one file)."""
     out: dict[str, str] = {}
     problems: list[tuple[str, str]] = []
     mechanism = options.get("sasl.mechanism")
+    if any(k in options for k in _TRUSTSTORE):
+        ca, trouble = _truststore(options)
+        out.update(ca)
+        problems += trouble
+    keystore_type = store_type(str(options["ssl.keystore.location"]), options.get("ssl.keystore.type")) \
+        if options.get("ssl.keystore.location") else str(options.get("ssl.keystore.type") or "").upper()
     for key, value in options.items():
         value = str(value)
+        if key in _TRUSTSTORE:
+            continue
+        if key == "ssl.keystore.type":
+            if value.upper() not in _STORE_TYPES:
+                problems.append((f"kafka.{key}", "must be JKS, PKCS12 or PEM"))
+            elif value.upper() == "JKS":
+                problems.append((f"kafka.{key}", "JKS: librdkafka cannot read a JKS key store: use PKCS12 here, or "
+                                                 "PEM kafka.ssl.certificate.location + kafka.ssl.key.location"))
+            continue  # librdkafka has no type key: PKCS12 is its ssl.keystore.location, PEM is mapped below
+        if key == "ssl.keystore.location" and keystore_type == "PEM":
+            out.setdefault("ssl.certificate.location", value)
+            out.setdefault("ssl.key.location", value)
+            continue
+        if key == "ssl.keystore.password" and keystore_type == "PEM":
+            continue  # a Java PEM key store's password protects nothing librdkafka reads (ssl.key.password does)
         if key in READER_OWNED:
             problems.append((f"kafka.{key}", "is set by lakesink's readers (offsets come from the manifest, "
                                              "nothing is committed to Kafka): remove it"))
@@ -99,8 +179,7 @@ def librdkafka_options(options: Mapping[str, str]) -> tuple[dict[str, str], list
             out.update(mapped)
         elif key in _NOT_IN_LIBRDKAFKA and _NOT_IN_LIBRDKAFKA[key] is not None:
             problems.append((f"kafka.{key}", f"librdkafka cannot take it: {_NOT_IN_LIBRDKAFKA[key]}"))
-        elif key in ("ssl.keystore.location",) and (value.lower().endswith(".jks")
-                                                     or options.get("ssl.keystore.type", "").upper() == "JKS"):
+        elif key in ("ssl.keystore.location",) and keystore_type == "JKS":
             problems.append((f"kafka.{key}", "is a JKS key store, which librdkafka cannot read: use a PKCS#12 "
                                              "file here, or PEM kafka.ssl.certificate.location + "
                                              "kafka.ssl.key.location"))
@@ -162,3 +241,34 @@ def refusal(key: str, value: str) -> str | None:
     probe = {k: v for k, v in conf.items() if k not in ("bootstrap.servers", "security.protocol")}
     msg = _librdkafka_refuses({**probe, "log_level": "0"}) if probe else None
     return f"librdkafka refuses it: {msg}" if msg else None
+
+
+#: librdkafka names of settings Java spells otherwise (:func:`java_options` maps them), or has no use for
+_LIBRDKAFKA_ONLY = ("ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.key.location", "log_level",
+                    "fetch.wait.max.ms")
+
+
+def java_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` keys (without the prefix) as Spark's Java Kafka source takes them: Connect's own names pass
+    through (``sasl.jaas.config``, ``ssl.truststore.*``, ``ssl.keystore.*``, JKS/PKCS12/PEM), librdkafka's are
+    mapped: a PEM ``ssl.ca.location`` file is the trust store (``ssl.truststore.type=PEM``), a PEM client
+    certificate and key in one file the key store (``ssl.keystore.type=PEM``); other librdkafka-only keys are left
+    out (the Java client would ignore them with a warning)."""
+    out = {k: str(v) for k, v in options.items() if k not in _LIBRDKAFKA_ONLY}
+    if "fetch.wait.max.ms" in options:
+        out.setdefault("fetch.max.wait.ms", str(options["fetch.wait.max.ms"]))
+    ca = options.get("ssl.ca.location")
+    if ca and "ssl.truststore.location" not in options:
+        out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca)})
+    cert, key = options.get("ssl.certificate.location"), options.get("ssl.key.location")
+    if (cert or key) and "ssl.keystore.location" not in options:
+        if cert and key and key != cert:
+            from lakesink.errors import ConfigError, ConfigProblem
+
+            raise ConfigError([ConfigProblem("kafka.ssl.certificate.location", cert, "Spark's Java Kafka client "
+                                             "(kafka.reader=spark) takes a PEM client certificate with its key in "
+                                             "one file: name that file in kafka.ssl.keystore.location with "
+                                             "kafka.ssl.keystore.type=PEM (librdkafka reads it too), or use a "
+                                             "PKCS12 kafka.ssl.keystore.location")])
+        out.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(cert or key)})
+    return out

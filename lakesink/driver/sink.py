@@ -172,7 +172,9 @@ class SinkJob:
             ending.setdefault(p.topic, {})[str(p.partition)] = p.end
         cfg = self.cfg
         reader = self.spark.read.format("kafka")
-        for k, v in cfg.kafka_options.items():
+        from lakesink.config.kafka import java_options
+
+        for k, v in java_options(cfg.kafka_options).items():  # ssl.ca.location → a PEM trust store, ...
             reader = reader.option(f"kafka.{k}", v)
         reader = reader.option("kafka.isolation.level", isolation_level(cfg.kafka_options))  # same default
         key, topic, headers = self.optional_columns(plans)
