@@ -54,10 +54,15 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     from lakesink.config import load_config
     from lakesink.driver.restore import restore
 
-    from lakesink.driver.preflight import check_credentials
+    from lakesink.driver.preflight import check_broker, check_stores
 
     cfg = load_config(args.config)
-    check_credentials(cfg)  # before the manifest read, whose own error would not say what is missing
+    # sink's preflight, before the manifest read (whose own error would not say what is missing): missing S3
+    # credentials exit 3; a dead S3 endpoint, a refused Kafka login, an untrusted certificate, a broker that does
+    # not resolve or refuses exit 5 at the first answer. A dry run reads the manifest alone: no broker check.
+    check_stores(cfg, writes=False)
+    if not args.dry_run:
+        check_broker(cfg)
     topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
     report = restore(lambda: session(cfg, args.master), cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
                      from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,

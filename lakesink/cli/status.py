@@ -15,8 +15,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "longer exists on the broker. A job with no batch in the manifest is NEVER RUN (never OK): "
                     "without thresholds it exits 1 when records wait, 0 when its topics are empty; with "
                     "--max-lag/--max-age the thresholds judge it. S3 is checked first (as by sink): missing "
-                    "credentials exit 3, an endpoint that does not answer exits 5. No Spark session is started "
-                    "for a path manifest.")
+                    "credentials exit 3, an endpoint that does not answer exits 5; then the broker (as by sink): "
+                    "a refused login, an untrusted certificate, a host that does not resolve or refuses exit 5. "
+                    "No Spark session is started for a path manifest.")
     p.add_argument("--config", required=True, help="the job's connector config")
     p.add_argument("--max-lag", type=int, default=None, metavar="N", help="unhealthy past N records behind")
     p.add_argument("--max-age", default=None, metavar="DURATION",
@@ -28,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, output) -> StatusResult:
     from lakesink.runtime.session import session
     from lakesink.config import load_config
-    from lakesink.driver.preflight import check_stores
+    from lakesink.driver.preflight import check_broker, check_stores
     from lakesink.driver.sink import parse_interval
     from lakesink.driver.status import Thresholds, status
     from lakesink.errors import InvalidArgumentError
@@ -38,5 +39,6 @@ def run(args: argparse.Namespace, output) -> StatusResult:
     max_age = None if args.max_age is None else parse_interval(args.max_age, "--max-age")
     cfg = load_config(args.config)
     check_stores(cfg, writes=False)  # as sink and vacuum: missing credentials exit 3, a dead S3 endpoint 5, in seconds
+    check_broker(cfg)  # as sink: a refused login, an untrusted certificate, a dead broker exit 5 at the first answer
     spark = lambda: session(cfg, args.master)  # noqa: E731 - only a catalog-table manifest needs Spark
     return StatusResult(status(cfg, Thresholds(args.max_lag, max_age), spark=spark))

@@ -8,11 +8,18 @@ PR_SET_PDEATHSIG) or at interpreter exit at the latest.
     with KafkaBroker() as kafka:
         kafka.create_topic("orders", partitions=3)
         Producer({"bootstrap.servers": kafka.bootstrap_servers})...
+
+``security="sasl_ssl"`` adds a second listener, SASL_SSL with SCRAM-SHA-512, on ``sasl_port``: its certificate is
+signed by a CA made for this broker (:mod:`lakesink.devstack.tls`, SAN ``IP:127.0.0.1,DNS:localhost``), its SCRAM
+user (random password) is created through the admin API once the broker is up. The PLAINTEXT listener stays (the broker's own
+helpers, :meth:`KafkaBroker.admin` and :meth:`KafkaBroker.create_topic`, use it); :meth:`KafkaBroker.client_options`
+gives the ``kafka.*`` keys of a config that reaches the secured one.
 """
 from __future__ import annotations
 
 import base64
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +32,10 @@ from lakesink.devstack.service import JvmService
 from lakesink.errors import DevStackError
 
 KAFKA_JARS_ENV = "LAKESINK_KAFKA_JARS_DIR"
+#: ``security`` values of :class:`KafkaBroker` (``lakesink dev up --kafka-security``)
+SECURITY = ("plaintext", "sasl_ssl")
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
@@ -49,7 +60,9 @@ class KafkaBroker(JvmService):
 
     ``port``/``controller_port``: 0 (default) picks free ports; an explicit port that is taken raises
     DevStackError. ``data_dir``: default a fresh temp dir, removed by :meth:`stop`; an explicit dir is kept.
-    ``start_timeout``: bound on the wait until an AdminClient can list topics.
+    ``start_timeout``: bound on the wait until an AdminClient can list topics. ``security``: ``plaintext`` or
+    ``sasl_ssl`` (a second, SASL_SSL SCRAM-SHA-512 listener on ``sasl_port`` for user ``sasl_username``, see the
+    module docstring).
     """
 
     failed_log_prefix = "lakesink-kafka-failed"
@@ -64,7 +77,16 @@ class KafkaBroker(JvmService):
         heap: str = "512m",
         start_timeout: float = 60.0,
         config: dict[str, object] | None = None,
+        security: str = "plaintext",
+        sasl_username: str = "lakesink",
     ):
+        if security not in SECURITY:
+            raise DevStackError(f"Kafka security {security!r}: expected one of {', '.join(SECURITY)}")
+        self.security = security
+        self.sasl_username = sasl_username
+        self.sasl_password: str | None = None
+        self.sasl_port: int | None = None
+        self.tls = None  # lakesink.devstack.tls.CertificateAuthority once started with sasl_ssl
         self._req_port = int(port)
         self._req_controller_port = int(controller_port)
         self._req_data_dir = Path(data_dir) if data_dir is not None else None
@@ -87,6 +109,30 @@ class KafkaBroker(JvmService):
         if self.port is None:
             raise DevStackError("KafkaBroker is not started")
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def secured_bootstrap_servers(self) -> str:
+        """The SASL_SSL listener (``security="sasl_ssl"`` only)."""
+        if self.sasl_port is None:
+            raise DevStackError("KafkaBroker has no SASL_SSL listener (start it with security='sasl_ssl')")
+        return f"{LOOPBACK}:{self.sasl_port}"
+
+    @property
+    def ca_location(self) -> str:
+        """The PEM file of the CA that signed the SASL_SSL listener's certificate."""
+        if self.tls is None:
+            raise DevStackError("KafkaBroker has no SASL_SSL listener (start it with security='sasl_ssl')")
+        return str(self.tls.ca_pem)
+
+    def client_options(self, password: str | None = None, ca_location: str | None = None) -> dict[str, str]:
+        """The ``kafka.*`` config keys (prefix included) of a client of the SASL_SSL listener, as Kafka Connect
+        spells them (both lakesink readers take them); ``password``/``ca_location`` override the right ones."""
+        pw = self.sasl_password if password is None else password
+        return {"kafka.bootstrap.servers": self.secured_bootstrap_servers,
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.sasl.mechanism": SCRAM_MECHANISM,
+                "kafka.sasl.jaas.config": f'{SCRAM_MODULE} required username="{self.sasl_username}" password="{pw}";',
+                "kafka.ssl.ca.location": ca_location or self.ca_location}
 
     @property
     def pid(self) -> int | None:
@@ -125,6 +171,10 @@ class KafkaBroker(JvmService):
         self.controller_port = self._req_controller_port or free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
+        if self.security == "sasl_ssl":
+            self.sasl_port = free_port()
+            while self.sasl_port in (self.port, self.controller_port):
+                self.sasl_port = free_port()
         if self._req_data_dir is not None:
             self.data_dir = self._req_data_dir
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -133,6 +183,11 @@ class KafkaBroker(JvmService):
             self.data_dir = Path(tempfile.mkdtemp(prefix="lakesink-kafka-"))
             self._owns_dir = True
         logs = self.data_dir / "logs"
+        if self.security == "sasl_ssl" and self.tls is None:
+            from lakesink.devstack.tls import make_ca
+
+            self.tls = make_ca(self.data_dir / "tls")
+            self.sasl_password = secrets.token_urlsafe(16)
         props = self.data_dir / "server.properties"
         props.write_text(self._properties(logs))
         self.cluster_id = random_cluster_id()
@@ -158,6 +213,23 @@ class KafkaBroker(JvmService):
         self._proc = spawn([*jvm, "kafka.Kafka", str(props)], self.log_path)
         self._cmd = [*jvm, "kafka.Kafka", str(props)]
         self._wait_ready(self.port, self._admin_ready, 0.5, f"Kafka broker on {self.bootstrap_servers}")
+        if self.security == "sasl_ssl" and not already_formatted:
+            self._add_scram_user()
+
+    def _add_scram_user(self) -> None:
+        """The SCRAM user, through the PLAINTEXT listener's admin API (``StorageTool format --add-scram`` would put
+        the password on a command line)."""
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        upsert = UserScramCredentialUpsertion(self.sasl_username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512,
+                                                                                      8192),
+                                              self.sasl_password.encode())
+        try:
+            for fut in self.admin().alter_user_scram_credentials([upsert], request_timeout=30).values():
+                fut.result(30)
+        except Exception as e:  # noqa: BLE001 - KafkaException
+            raise DevStackError(f"cannot create the SCRAM user {self.sasl_username!r} on {self.bootstrap_servers}: "
+                                f"{e}") from None
 
     def _properties(self, logs: Path) -> str:
         p = self.port
@@ -187,6 +259,19 @@ class KafkaBroker(JvmService):
             "log.segment.bytes": 16 * 1024 * 1024,
             "log.index.size.max.bytes": 1024 * 1024,
         }
+        if self.security == "sasl_ssl":
+            s = self.sasl_port
+            conf.update({
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{p},SASL_SSL://{LOOPBACK}:{s},CONTROLLER://{LOOPBACK}:{c}",
+                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{p},SASL_SSL://{LOOPBACK}:{s}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+                "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+                "listener.name.sasl_ssl.ssl.keystore.location": str(self.tls.broker_p12),
+                "listener.name.sasl_ssl.ssl.keystore.password": self.tls.password,
+                "listener.name.sasl_ssl.ssl.key.password": self.tls.password,
+            })
         conf.update(self.extra_config)
         return "".join(f"{k}={v}\n" for k, v in conf.items())
 
@@ -250,4 +335,4 @@ class KafkaBroker(JvmService):
         return f"KafkaBroker({where}, pid={self.pid})"
 
 
-__all__ = ["KafkaBroker", "random_cluster_id", "broker_classpath", "KAFKA_JARS_ENV"]
+__all__ = ["KafkaBroker", "random_cluster_id", "broker_classpath", "KAFKA_JARS_ENV", "SECURITY"]

@@ -2,7 +2,9 @@
 
 Uses confluent-kafka's AdminClient. The config's ``kafka.*`` keys arrive with the prefix stripped
 (``kafka.security.protocol`` → ``security.protocol``), as librdkafka and Spark's consumers want them.
-Every call has a bounded timeout and fails with an error naming the broker and the cause.
+Every call has a bounded timeout and fails with an error naming the broker and the cause. The admin client's
+error callback is an :class:`~lakesink.config.kafka_errors.ErrorWatch`: an authentication or TLS failure it reports
+ends the retries at once and is the error's cause; librdkafka's log lines go to the ``lakesink.librdkafka`` logger.
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class TopicsSnapshot:
     bounds: dict[tuple[str, int], PartitionBounds]
 
 
-def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
+def client_config(kafka_options: Mapping[str, str]) -> dict:
     """The driver's admin-client config from the config's ``kafka.*`` keys (already without the prefix; names
     that differ from the Java client's mapped by :func:`lakesink.wiring.librdkafka_config`), logging warnings
     and worse unless the config sets ``log_level``: librdkafka's info lines (e.g. BGQUEUE "Purging 1 unserved
@@ -60,8 +62,11 @@ def client_config(kafka_options: Mapping[str, str]) -> dict[str, str]:
     from lakesink.config.kafka import CONSUMER_ONLY
 
     # consumer settings (isolation.level: read by us and by the consumers) would each be a CONFWARN here
-    out = {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in CONSUMER_ONLY}
+    from lakesink.config.kafka_errors import client_logging
+
+    out: dict = {k: str(v) for k, v in wiring.librdkafka_config(kafka_options).items() if k not in CONSUMER_ONLY}
     out.setdefault("log_level", "4")
+    out.update(client_logging())  # its log lines: the lakesink.librdkafka logger (the run's log file), not stderr
     return out
 
 
@@ -76,23 +81,38 @@ class KafkaMetadata:
     def __init__(self, kafka_options: Mapping[str, str], deadline_s: float = DEADLINE_S):
         from confluent_kafka.admin import AdminClient
 
+        from lakesink.config.kafka_errors import ErrorWatch
+
         self.options = dict(kafka_options)
         self.conf = client_config(kafka_options)
         self.servers = self.conf.get("bootstrap.servers", "?")
         self.read_committed = isolation_level(kafka_options) == "read_committed"
-        self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000})
+        self.watch = ErrorWatch(self.conf)
+        self.admin = AdminClient({**self.conf, "socket.timeout.ms": 10000, "error_cb": self.watch})
         self.deadline_s = deadline_s
         #: Retries made by this client's metadata calls (transient failures).
         self.retries = 0
 
+    def definitive(self):
+        """The first authentication/TLS failure the error callback reported (served now), or None."""
+        self.admin.poll(0)
+        return self.watch.failure(connecting=False)
+
     def _fail(self, what: str, e: BaseException) -> KafkaMetadataError:
-        return KafkaMetadataError(f"Kafka at {self.servers}: {what} failed: {e}")
+        failure = self.definitive()
+        if failure is not None:
+            return KafkaMetadataError(f"Kafka at {self.servers}: {failure.message} ({what.split(' (')[0]})")
+        from lakesink.config.kafka_errors import mask
+
+        return KafkaMetadataError(f"Kafka at {self.servers}: {what} failed: {mask(str(e), self.conf)}")
 
     def _retrying(self, fn):
-        """``fn()`` with bounded retries of transient failures (backoff + jitter, ``deadline_s`` in all)."""
+        """``fn()`` with bounded retries of transient failures (backoff + jitter, ``deadline_s`` in all); none
+        after a definitive failure (:meth:`definitive`)."""
         from lakesink.retry import retry_until
 
-        result, retries = retry_until(fn, self.deadline_s, BACKOFF_MS, transient)
+        result, retries = retry_until(fn, self.deadline_s, BACKOFF_MS,
+                                      lambda e: transient(e) and self.definitive() is None)
         self.retries += retries
         return result
 

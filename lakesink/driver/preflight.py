@@ -23,25 +23,65 @@ if TYPE_CHECKING:
 TIMEOUT_S = 10.0
 
 
-def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
-    """One metadata request to the configured brokers; :class:`KafkaMetadataError` if none answers."""
+def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S, poll_s: float = 0.05) -> None:
+    """One cluster description from the configured brokers; :class:`KafkaMetadataError` naming the cause as soon as
+    librdkafka's error callback gives a definitive one (:mod:`lakesink.config.kafka_errors`: authentication failed,
+    certificate not trusted, host name does not resolve, connection refused by every bootstrap server), else after
+    ``timeout_s``. librdkafka's own log lines go to the ``lakesink.librdkafka`` logger (``client_config``), not to the terminal."""
+    import time
+
     from confluent_kafka.admin import AdminClient
 
+    from lakesink.config.kafka_errors import ErrorWatch
     from lakesink.driver.kafka_admin import client_config
 
     conf = client_config(cfg.kafka_options)
     servers = conf.get("bootstrap.servers", "?")
-    # log_level 0: librdkafka's own connect-failure lines would go to stderr; the error below says it once
-    admin = AdminClient({**conf, "socket.timeout.ms": int(timeout_s * 1000), "log_level": 0})
+    watch = ErrorWatch(conf)
+    admin = AdminClient({**conf, "socket.timeout.ms": min(300000, int(timeout_s * 1000)), "error_cb": watch})
+    deadline = time.monotonic() + timeout_s
     try:
-        md = admin.list_topics(timeout=timeout_s)
+        fut = admin.describe_cluster(request_timeout=timeout_s)
+        while not fut.done():
+            admin.poll(poll_s)  # serves the error callback (and the log lines)
+            failure = watch.failure(connecting=True)
+            if failure is not None:
+                raise KafkaMetadataError(failure_line(servers, failure))
+            if time.monotonic() > deadline:
+                last = f": {watch.seen[-1].message}" if watch.seen else ""
+                raise KafkaMetadataError(f"Kafka at {servers}: not reachable (preflight metadata request, no "
+                                         f"answer in {timeout_s:g} s{last})")
+        fut.result()
+        dlq = cfg.dlq_topic if getattr(cfg, "errors_tolerance", "none") == "all" else None
+        md = admin.list_topics(timeout=timeout_s) if dlq else None
+    except KafkaMetadataError:
+        raise
     except Exception as e:  # noqa: BLE001 - KafkaException(_TRANSPORT / _TIMED_OUT) and kin
-        raise KafkaMetadataError(f"Kafka at {servers}: not reachable (preflight metadata request, "
-                                 f"{timeout_s:g} s timeout): {e}") from None
-    dlq = cfg.dlq_topic if getattr(cfg, "errors_tolerance", "none") == "all" else None
+        failure = watch.failure(connecting=True)
+        if failure is not None:
+            raise KafkaMetadataError(failure_line(servers, failure)) from None
+        raise KafkaMetadataError(f"Kafka at {servers}: not reachable (preflight metadata request): "
+                                 f"{classify_text(e, conf)}") from None
+    finally:
+        admin.poll(0)
     if dlq and (dlq not in md.topics or md.topics[dlq].error is not None):
         raise KafkaMetadataError(f"errors.deadletterqueue.topic.name={dlq!r}: no such topic on Kafka at {servers} "
                                  f"(lakesink does not create the dead-letter topic: create it first)")
+
+
+def failure_line(servers: str, failure) -> str:
+    """The error line of a definitive :class:`~lakesink.config.kafka_errors.KafkaFailure` at the preflight: a host
+    that does not resolve or refuses is "not reachable", a broker that answered no is said as such."""
+    if failure.kind in ("resolve", "refused"):
+        return f"Kafka at {servers}: not reachable (preflight metadata request): {failure.message}"
+    return f"Kafka at {servers}: {failure.message} (preflight)"
+
+
+def classify_text(e: BaseException, conf) -> str:
+    """A client exception in one line, without secrets."""
+    from lakesink.config.kafka_errors import classify
+
+    return classify(e, conf).message
 
 
 def _s3_client(cfg: "SinkConfig", timeout_s: float):
@@ -177,5 +217,5 @@ def preflight(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
     check_broker(cfg, timeout_s)
 
 
-__all__ = ["preflight", "check_broker", "check_stores", "check_bucket", "check_local_dir", "check_credentials",
+__all__ = ["preflight", "check_broker", "classify_text", "failure_line", "check_stores", "check_bucket", "check_local_dir", "check_credentials",
            "TIMEOUT_S"]

@@ -29,35 +29,32 @@ def config(tmp_path, **over) -> SinkConfig:
     return SinkConfig.from_dict(d)
 
 
-def test_closed_broker_port_fails_at_the_preflight_timeout_naming_it(tmp_path, monkeypatch):
-    """Events, not timings: the preflight makes one metadata request, bounded by its timeout (the client's socket
-    timeout and the request's own), and the failure names the broker and that timeout."""
-    from confluent_kafka.admin import AdminClient
+def test_closed_broker_port_fails_at_the_first_refusal_naming_it(tmp_path, monkeypatch):
+    """Events, not timings: the preflight ends at the error callback's first definitive answer (connection refused
+    by the only bootstrap server), not at its timeout; librdkafka's own line goes to its logger, not stderr."""
+    from confluent_kafka import KafkaError
 
-    requests: list[tuple[str, object]] = []
-    real_init, real_list_topics = AdminClient.__init__, AdminClient.list_topics
+    from lakesink.config.kafka_errors import ErrorWatch
 
-    def init(self, conf, **kwargs):
-        requests.append(("socket.timeout.ms", conf.get("socket.timeout.ms")))
-        real_init(self, conf, **kwargs)
+    reported: list[int] = []
+    real_call = ErrorWatch.__call__
 
-    def list_topics(self, *args, **kwargs):
-        timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
-        requests.append(("list_topics", timeout))
-        if timeout is None or timeout <= 0:  # librdkafka would wait forever on a closed port
-            raise AssertionError("the preflight metadata request has no timeout")
-        return real_list_topics(self, *args, **kwargs)
+    def spy(self, err):
+        reported.append(err.code())
+        real_call(self, err)
 
-    # the class's methods, not the name: AdminClient's own __init__ looks the name up (super(AdminClient, self))
-    monkeypatch.setattr(AdminClient, "__init__", init)
-    monkeypatch.setattr(AdminClient, "list_topics", list_topics)
+    monkeypatch.setattr(ErrorWatch, "__call__", spy)
     cfg = config(tmp_path)
+    servers = cfg.kafka_options["bootstrap.servers"]
     with pytest.raises(KafkaMetadataError) as e:
-        check_broker(cfg, timeout_s=2.0)
-    print(e.value)
-    assert requests == [("socket.timeout.ms", 2000), ("list_topics", 2.0)]
-    assert cfg.kafka_options["bootstrap.servers"] in str(e.value)
-    assert "(preflight metadata request, 2 s timeout)" in str(e.value)
+        check_broker(cfg, timeout_s=120.0)
+    msg = str(e.value)
+    print(msg)
+    assert msg == (f"Kafka at {servers}: not reachable (preflight metadata request): connection refused by "
+                   f"{servers}: nothing listens there (kafka.bootstrap.servers, or the broker is down)")
+    assert "no answer in" not in msg  # the deadline's message: not reached
+    assert KafkaError._ALL_BROKERS_DOWN in reported  # noqa: SLF001 - the answer that made it definitive
+    assert 1 <= reported.count(KafkaError._TRANSPORT) <= 3, reported  # noqa: SLF001 - no retry loop
     assert e.value.exit_code == 5
 
 
