@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from lakesink import plugins
+from lakesink.objects.formats.base import RecordView
 from lakesink.config.keys import BY_NAME, KEYS, KNOWN_KEYS, Secret, ignored_reason, shown
 from lakesink.config.layout import check_layout, check_locations, manifest_engine
 from lakesink.config.overrides import apply_overrides, is_override
@@ -213,17 +214,17 @@ def check_formats(vals: dict[str, Any], problem: Problems) -> tuple[str, str, st
         problem("format.class", vals["format_name"], "must be one of avro, json, bytearray, parquet, blockgzip "
                 "(or io.confluent.connect.s3.format.<x>.<X>Format)")
         fmt = "avro"
+    def holding(view: RecordView) -> list[str]:  # the format classes say which can hold a side file's view
+        return [n for n in plugins.names("format") if plugins.load("format", n).supports_view(view)]
+
     kfmt = plugins.canonical("format", vals["keys_format_name"])
-    if kfmt is None or kfmt == "blockgzip":
-        problem("keys.format.class", vals["keys_format_name"], "must be one of avro, json, bytearray, parquet")
+    if kfmt not in holding(RecordView.KEYS):
+        problem("keys.format.class", vals["keys_format_name"], f"must be one of {', '.join(holding(RecordView.KEYS))}")
         kfmt = "avro"
     hfmt = plugins.canonical("format", vals["headers_format_name"])
-    if hfmt == "bytearray":
-        problem("headers.format.class", vals["headers_format_name"],
-                "ByteArrayFormat is not allowed for headers; use avro, json or parquet")
-        hfmt = "avro"
-    elif hfmt is None or hfmt == "blockgzip":
-        problem("headers.format.class", vals["headers_format_name"], "must be one of avro, json, parquet")
+    if hfmt not in holding(RecordView.HEADERS):
+        why = f"{hfmt} is not allowed for headers; use " if hfmt is not None else "must be one of "
+        problem("headers.format.class", vals["headers_format_name"], why + ", ".join(holding(RecordView.HEADERS)))
         hfmt = "avro"
     if vals["s3_compression_type"] == "gzip":
         checks = [("format.class", fmt, vals["format_name"])]
@@ -231,10 +232,11 @@ def check_formats(vals: dict[str, Any], problem: Problems) -> tuple[str, str, st
             checks.append(("keys.format.class", kfmt, vals["keys_format_name"]))
         if vals["store_kafka_headers"]:
             checks.append(("headers.format.class", hfmt, vals["headers_format_name"]))
+        takers = [n for n in plugins.names("format") if plugins.load("format", n).takes_s3_compression]
         for key, canon, given in checks:
-            if canon not in ("json", "bytearray"):
+            if canon not in takers:
                 problem("s3.compression.type", "gzip",
-                        f"is only supported with JSON or ByteArray formats, but {key}={given}")
+                        f"is only supported with {' or '.join(takers)} formats, but {key}={given}")
     sep_text = vals["bytearray_separator_text"]
     separator = (unescape_java(sep_text) if sep_text is not None else "\n").encode("utf-8")
     bext = vals["bytearray_extension"]

@@ -211,7 +211,7 @@ def test_error_message_names_key_value_and_allowed() -> None:
     ({"behavior.on.null.values": "write"}, "behavior.on.null.values", "store.kafka.keys=true"),
     ({"headers.format.class": "io.confluent.connect.s3.format.bytearray.ByteArrayFormat"}, "headers.format.class", "not allowed"),
     ({"s3.compression.type": "gzip"}, "s3.compression.type", "format.class=avro"),
-    ({"s3.compression.type": "gzip", "format.class": "parquet"}, "s3.compression.type", "JSON or ByteArray"),
+    ({"s3.compression.type": "gzip", "format.class": "parquet"}, "s3.compression.type", "json or bytearray"),
     ({"s3.compression.type": "gzip", "format.class": "json", "store.kafka.keys": "true"}, "s3.compression.type", "keys.format.class"),
     ({"schema.compatibility": "backward"}, "schema.compatibility", "did you mean 'BACKWARD'"),
     ({"schema.compatibility": "BACKWARD_TRANSITIVE"}, "schema.compatibility", "one of"),

@@ -94,3 +94,22 @@ def test_writer_schema_reads_only_what_the_format_carries() -> None:
 
     assert create("avro").writer_schema(read_range, never) == "bytes"
     assert reads == [(0, 4095)]  # the header only, not the 100 kB object
+
+
+def test_config_validation_asks_the_format_classes_which_views_and_compression_they_take(monkeypatch) -> None:
+    """keys/headers format and gzip checks follow each class's supports_view / takes_s3_compression, not names."""
+    from lakesink.errors import ConfigError
+    from lakesink.objects.formats.base import RecordView
+    from lakesink.objects.formats.blockgzip import BlockGzipFormat
+    from lakesink.objects.formats.parquet import ParquetFormat
+
+    with pytest.raises(ConfigError, match="keys.format.class"):
+        SinkConfig.from_dict({**BASE, "keys.format.class": "blockgzip"})
+    with pytest.raises(ConfigError, match="only supported with json or bytearray"):
+        SinkConfig.from_dict({**BASE, "format.class": "parquet", "s3.compression.type": "gzip"})
+    monkeypatch.setattr(BlockGzipFormat, "supports_view",
+                        classmethod(lambda cls, view: view in (RecordView.VALUE, RecordView.KEYS)))
+    monkeypatch.setattr(ParquetFormat, "takes_s3_compression", True)
+    c = SinkConfig.from_dict({**BASE, "keys.format.class": "blockgzip", "format.class": "parquet",
+                              "s3.compression.type": "gzip"})
+    assert (c.keys_format_name, c.format_name) == ("blockgzip", "parquet")

@@ -56,6 +56,8 @@ class Format(ABC):
     #: whether reading an object needs the compression it was written with (its manifest row's ``compression``:
     #: a job may change it between runs); Avro and Parquet name their codec inside the file
     reads_object_compression: bool = False
+    #: whether ``s3.compression.type`` (gzip) applies to files of this format (Confluent: JSON and ByteArray)
+    takes_s3_compression: bool = False
 
     @classmethod
     def options_from(cls, settings: Any) -> dict[str, Any]:
@@ -112,7 +114,8 @@ class Format(ABC):
     def read(self, stream: BinaryIO, view: RecordView = RecordView.VALUE) -> Iterator[Any]:
         """Yield the values (keys, header lists) of an object in file order."""
 
-    def supports_view(self, view: RecordView) -> bool:
+    @classmethod
+    def supports_view(cls, view: RecordView) -> bool:
         """Whether this format can hold ``view`` (Confluent: no ByteArray headers; the record-metadata
         side file has a format of its own)."""
         return view is not RecordView.METADATA

@@ -141,7 +141,8 @@ class BlockGzipFormat(Format):
         self.buffer_size = int(buffer_size)
         self.extension = ".gz" if self.compression == "gzip" else ".bz2"
 
-    def supports_view(self, view: RecordView) -> bool:
+    @classmethod
+    def supports_view(cls, view: RecordView) -> bool:
         return view is RecordView.VALUE
 
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "BlockGzipWriter":

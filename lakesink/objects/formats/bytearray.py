@@ -29,6 +29,7 @@ class ByteArrayFormat(Format):
 
     name = "bytearray"
     reads_object_compression = True
+    takes_s3_compression = True
     record_bytes_rule = "the value bytes, exactly"
 
     @classmethod
@@ -56,7 +57,8 @@ class ByteArrayFormat(Format):
         self.base_extension = extension
         self.extension = extension + (".gz" if self.compression == "gzip" else "")
 
-    def supports_view(self, view: RecordView) -> bool:
+    @classmethod
+    def supports_view(cls, view: RecordView) -> bool:
         return view in (RecordView.VALUE, RecordView.KEYS)
 
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "ByteArrayWriter":

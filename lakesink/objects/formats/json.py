@@ -50,6 +50,7 @@ class JsonFormat(Format):
 
     name = "json"
     reads_object_compression = True
+    takes_s3_compression = True
     record_bytes_rule = "the archived line (UTF-8)"
     keys_as_base64 = True
 

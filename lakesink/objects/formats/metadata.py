@@ -219,7 +219,8 @@ class MetadataFormat(Format):
     name = "metadata"
     extension = METADATA_EXTENSION
 
-    def supports_view(self, view: RecordView) -> bool:
+    @classmethod
+    def supports_view(cls, view: RecordView) -> bool:
         return view is RecordView.METADATA
 
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.METADATA) -> "MetadataWriter":
