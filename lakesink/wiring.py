@@ -32,7 +32,7 @@ __all__ = ["TaskParts", "DeadLetterSettings", "task_parts", "transform_spec", "l
            "value_compression", "value_format", "keys_format", "headers_format", "metadata_format", "key_extensions",
            "load_value_schema",
            "registry_settings", "decoder_spec", "value_decoder_instance", "key_decoder_instance", "store_settings",
-           "s3_settings", "manifest", "spark_schedules_only"]
+           "s3_settings", "manifest", "spark_schedules_only", "why_spark_runs_tasks"]
 
 
 # ----------------------------------------------------------------------------- kafka
@@ -334,11 +334,22 @@ def spark_schedules_only(cfg: "SinkConfig") -> bool:
     """Whether a sink run's Spark only schedules Python tasks: the direct reader reads Kafka in them, and
     delta-rs writes the manifest and the metrics table, so no record or table passes through the JVM
     (:func:`lakesink.runtime.spark.get_spark` then starts a local JVM built for a quick start, not for throughput)."""
+    return why_spark_runs_tasks(cfg) is None
+
+
+def why_spark_runs_tasks(cfg: "SinkConfig") -> str | None:
+    """What in ``cfg`` needs Spark itself (the one wording of the engine choice and the local runner), or None
+    when Spark would only schedule Python tasks (:func:`spark_schedules_only`)."""
     from lakesink.manifest.metrics import MetricsTable, metrics_location
 
+    if cfg.kafka_reader != "direct":
+        return "kafka.reader=spark reads Kafka with Spark's Kafka source"
+    if cfg.manifest_engine != "delta-rs":
+        return f"the manifest {cfg.manifest_location!r} is written by Spark (a catalog table or manifest.engine=spark)"
     metrics = metrics_location(cfg)
-    return (cfg.kafka_reader == "direct" and cfg.manifest_engine == "delta-rs"
-            and (metrics is None or MetricsTable(metrics).is_path))
+    if metrics is not None and not MetricsTable(metrics).is_path:
+        return f"the metrics table {metrics!r} is a catalog table"
+    return None
 
 
 # ----------------------------------------------------------------------------- what a task receives

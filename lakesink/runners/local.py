@@ -225,10 +225,8 @@ class LocalRunner:
     def cannot_run(self, cfg: Any) -> str | None:
         from lakesink import wiring
 
-        if wiring.spark_schedules_only(cfg):
-            return None
-        return ("local tasks need kafka.reader=direct and a path manifest and metrics table (delta-rs); this "
-                "config needs Spark")
+        why = wiring.why_spark_runs_tasks(cfg)
+        return None if why is None else f"local worker processes cannot run this config: {why}"
 
     def prepare(self) -> bool:
         return False  # the workers started with the runner

@@ -36,10 +36,9 @@ def local_workers(cfg: Any, engine: str, master: str | None, have_session: bool 
         return None
     resolved = spark_master(master)
     n = local_parallelism(resolved)
-    why = None
-    if not wiring.spark_schedules_only(cfg):
-        why = ("the config needs Spark (kafka.reader=spark, or a catalog table for the manifest or the metrics "
-               "table)")
+    why = wiring.why_spark_runs_tasks(cfg)
+    if why is not None:
+        why = f"the config needs Spark: {why}"
     elif n is None:
         why = f"master {resolved!r} is not local"
     elif cluster_environment():

@@ -210,4 +210,4 @@ def test_engine_local_for_a_config_that_needs_spark_is_one_line(kafka, s3, bucke
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode != 0 and len(lines) == 1, r.stderr
-    assert lines[0].startswith("lakesink: error: --engine local: the config needs Spark (kafka.reader=spark"), lines
+    assert lines[0].startswith("lakesink: error: --engine local: the config needs Spark: kafka.reader=spark"), lines

@@ -63,6 +63,25 @@ def test_local_workers_that_cannot_be_are_an_error_naming_why(no_master_env, ext
         local_workers(SinkConfig.from_dict({**BASE, **extra}), engine, master)
 
 
+@pytest.mark.parametrize("extra,why", [
+    ({"kafka.reader": "spark"}, "kafka.reader=spark reads Kafka with Spark's Kafka source"),
+    ({"manifest.engine": "spark"}, "the manifest '/tmp/m' is written by Spark"),
+    ({"manifest.location": "main.ops.manifest"}, "the manifest 'main.ops.manifest' is written by Spark"),
+    ({"metrics.location": "main.ops.metrics"}, "the metrics table 'main.ops.metrics' is a catalog table"),
+])
+def test_the_engine_choice_and_the_local_runner_give_one_reason(no_master_env, extra, why):
+    """What needs Spark is worded once (wiring.why_spark_runs_tasks): --engine local and LocalRunner.cannot_run
+    both name the key at fault."""
+    from lakesink.runners.local import LocalRunner
+
+    cfg = SinkConfig.from_dict({**BASE, **extra})
+    with pytest.raises(InvalidArgumentError) as ei:
+        local_workers(cfg, "local", "local[2]")
+    assert str(ei.value).startswith(f"--engine local: the config needs Spark: {why}")
+    assert why in LocalRunner.cannot_run(object.__new__(LocalRunner), cfg)
+    assert LocalRunner.cannot_run(object.__new__(LocalRunner), SinkConfig.from_dict(BASE)) is None
+
+
 def test_on_a_cluster_spark_runs_the_tasks(no_master_env, monkeypatch):
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "16.4")
     assert local_workers(SinkConfig.from_dict(BASE), "auto", None) is None
