@@ -18,7 +18,7 @@ help:
 	@echo "make test        unit then integration tests (fails if no test is collected)"
 	@echo "make unit        unit tests only (no services)"
 	@echo "make integration integration tests only (Kafka broker, S3 endpoint, Spark)"
-	@echo "make jars        (re)materialise .cache/jars with Maven"
+	@echo "make jars        download .cache/jars again (the files lakesink/runtime/jars.lock pins, checked)"
 	@echo "make docs        build the docs site (mkdocs.yml, strict: broken links fail) into .cache/site"
 	@echo "make dev-up      lakesink dev up   (background Kafka + S3; state in .lakesink/)"
 	@echo "make dev-down    lakesink dev down"
@@ -44,7 +44,9 @@ integration: bootstrap
 docs: bootstrap
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir .cache/site
 
-demo: bootstrap
+# Only what the demo runs: lakesink[local], the spark and kafka jars; no registry, no class archive (scripts/bootstrap)
+demo:
+	@LAKESINK_BOOTSTRAP=demo scripts/bootstrap
 	$(VENV)/bin/lakesink demo
 
 dev-up: bootstrap

@@ -31,6 +31,8 @@ class SetupResult:
         for r in self.sets:
             if r.up_to_date:
                 lines.append(f"{r.set}: {r.files} files up to date in {r.dir}")
+            elif not r.downloaded:
+                lines.append(f"{r.set}: {r.files} files already there, SHA-256 checked, in {r.dir}")
             else:
                 lines.append(f"{r.set}: {r.downloaded} of {r.files} files downloaded ({r.bytes / 1e6:.0f} MB, "
                              f"SHA-256 checked) into {r.dir}")
