@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             output.render(result)
         return _exit_code(result)
     except LakesinkError as e:
+        if str(e).startswith("lakesink needs ") and args.command:  # NotInstalledError: name the command that needs it
+            command = " ".join(filter(None, (args.command, getattr(args, "dev_command", None))))
+            e = type(e)(f"{command} needs {str(e)[len('lakesink needs '):]}")
         return _fail(output, e, args.debug, internal=False)
     except KeyboardInterrupt:
         print("lakesink: interrupted", file=sys.stderr)

@@ -146,3 +146,19 @@ def test_setup_is_a_command_with_its_options():
     assert (args.registry, args.from_dir, args.dir, args.class_archive) == (True, "/m2", "/d", False)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["setup", "--from", "/m2", "--maven-url", "http://x"])
+
+
+def test_a_command_missing_the_jars_names_itself_and_setup(tmp_path, monkeypatch, capsys):
+    from lakesink.cli.main import main
+
+    cfg = tmp_path / "job.properties"
+    cfg.write_text("name=j\ntopics=t\nformat.class=json\nflush.size=10\ns3.bucket.name=bucket\ns3.region=us-east-1\n"
+                   "store.url=http://127.0.0.1:1\naws.access.key.id=testing\naws.secret.access.key=testing\n"
+                   "manifest.location=s3a://bucket/m\nkafka.bootstrap.servers=127.0.0.1:1\n")
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "c"))
+    monkeypatch.setenv(jars.SET_ENV["spark"], "")
+    monkeypatch.setattr(jars, "checkout_dir", lambda: tmp_path / "no-checkout")
+    assert main(["sql", "--config", str(cfg), "SELECT 1"]) == EXIT_UNREACHABLE
+    assert capsys.readouterr().err == (
+        f"lakesink: error: sql needs the Spark jars (Kafka source, Delta, S3A), not found in "
+        f"{tmp_path / 'c' / 'jars' / 'spark'}: run `lakesink setup` to download them (or set $LAKESINK_JARS_DIR)\n")
