@@ -118,8 +118,10 @@ class DeadLetterProducer:
         return self._producer
 
     def _on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self._failures.append(f"{msg.topic()}: {err}")
+        if err is not None:  # named as every client names it (lakesink.config.kafka_errors), without secrets
+            from lakesink.config.kafka_errors import classify
+
+            self._failures.append(f"{msg.topic()}: {classify(err, self.conf).message}")
 
     def send_all(self, letters: Sequence[DeadLetter]) -> int:
         """Produce ``letters`` and wait until the broker acknowledged each; the number sent."""

@@ -106,8 +106,13 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
     schema = arrow_schema(key, with_topic, headers, ts_type)
     causes: list[Any] = []
 
+    from lakesink.config.kafka_errors import ErrorWatch
+
+    watch = ErrorWatch(conf)  # the classification every client shares: auth/TLS failures end the read at once
+
     def on_error(err) -> None:  # client-level errors (broker down, auth): librdkafka retries; we remember
         causes.append(err)
+        watch(err)
 
     try:
         consumer = (consumer_factory or Consumer)({**conf, "error_cb": on_error})
@@ -147,8 +152,10 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
             # never more than rows_per_batch rows in a batch: Arrow batches of Spark's size
             msgs = consumer.consume(num_messages=rows_per_batch - len(offsets), timeout=POLL_TIMEOUT_S)
             fatal = [c for c in causes if c.fatal()]
-            if fatal:
-                raise KafkaReadError(f"{tp}: reading [{start}, {end}) failed at offset {position}: {fatal[0].str()}")
+            failure = watch.failure(connecting=False)
+            if fatal or failure is not None:
+                why = failure.message if failure is not None else fatal[0].str()
+                raise KafkaReadError(f"{tp}: reading [{start}, {end}) failed at offset {position}: {why}")
             read_before = position
             offs = record_offsets(msgs, position)
             if offs is not None:  # records only, in order: taken a column at a time
@@ -206,7 +213,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
             if position > read_before:
                 last_progress = clock()
             elif not done and clock() - last_progress > stall_timeout_s:
-                why = causes[-1].str() if causes else "no record and no end-of-partition from the broker"
+                why = watch.seen[-1].message if watch.seen else "no record and no end-of-partition from the broker"
                 raise KafkaReadError(f"{tp}: reading [{start}, {end}) made no progress for {stall_timeout_s:g}s "
                                      f"at offset {position} (kafka.retry.deadline.ms): {why}")
             if len(offsets) >= rows_per_batch or (done and offsets):
