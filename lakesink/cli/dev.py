@@ -30,8 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--no-registry", action="store_true",
                     help="start no Schema Registry (it needs `lakesink setup --registry`'s download)")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the stack (default 120)")
+    up.add_argument("--kafka-security", choices=("plaintext", "sasl_ssl"), default="plaintext",
+                    help="sasl_ssl: the broker also listens with SASL_SSL (SCRAM-SHA-512, a CA made for it); the "
+                         "listener, user and CA file are printed, the password is in the state file")
     up.set_defaults(func=lambda args, output: dev_cli.up(args.state_file, args.kafka_port, args.s3_port,
-                                                         args.timeout, args.registry_port, not args.no_registry))
+                                                         args.timeout, args.registry_port, not args.no_registry,
+                                                         args.kafka_security))
 
     down = dev_sub.add_parser("down", help="stop the background stack")
     common(down)

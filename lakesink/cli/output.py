@@ -248,6 +248,9 @@ class TextOutput(Output):
                     f"{s['s3_access_key']}/{s['s3_secret_key']}, region {s['s3_region']}, path-style)",
                     *([f"Schema Registry:         {s['schema_registry_url']}  (pid {s.get('registry_pid')}, "
                        f"Apicurio, Confluent API)"] if s.get("schema_registry_url") else []),
+                    *([f"Kafka SASL_SSL:          {s['secured_bootstrap_servers']}  (SCRAM-SHA-512, user "
+                       f"{s['kafka_sasl_username']}, password in {r.state_file}; CA {s['kafka_ca_location']})"]
+                      if s.get("secured_bootstrap_servers") else []),
                     f"Supervisor pid:          {s['supervisor_pid']}",
                     f"# export LAKESINK_BOOTSTRAP_SERVERS={s['bootstrap_servers']} "
                     f"AWS_ENDPOINT_URL={s['s3_endpoint']} AWS_ACCESS_KEY_ID={s['s3_access_key']} "
@@ -435,7 +438,8 @@ class JsonOutput(Output):
 
     def dev(self, r: DevResult) -> None:
         self._j({"action": r.action, "running": r.running, "message": r.message, "state_file": r.state_file,
-                 "log": r.log, "state": r.state, "ports_open": r.ports_open})
+                 "log": r.log, "ports_open": r.ports_open,  # the SCRAM password stays in the state file
+                 "state": {k: v for k, v in r.state.items() if k != "kafka_sasl_password"} if r.state else r.state})
 
     def data(self, obj: Any) -> None:
         self._j(obj)

@@ -48,8 +48,10 @@ def _running(state: dict | None) -> bool:
 
 
 def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, timeout: float = 120.0,
-       registry_port: int = 0, registry: bool = True) -> DevResult:
-    """Start the stack in the background (``registry=False``: no Schema Registry). What a service needs and is
+       registry_port: int = 0, registry: bool = True, kafka_security: str = "plaintext") -> DevResult:
+    """Start the stack in the background (``registry=False``: no Schema Registry; ``kafka_security="sasl_ssl"``: the
+    broker also listens with SASL_SSL, SCRAM-SHA-512 and a CA made for it, see
+    :class:`lakesink.devstack.kafka.KafkaBroker`). What a service needs and is
     not installed (moto, Java, the jars) is named in one line before anything starts."""
     from lakesink.devstack.stack import LocalStack
 
@@ -71,7 +73,7 @@ def up(state_file: Path = DEFAULT_STATE, kafka_port: int = 0, s3_port: int = 0, 
     proc = spawn(
         [sys.executable, "-m", "lakesink.devstack.stack", "--state-file", str(state_file),
          "--kafka-port", str(kafka_port), "--s3-port", str(s3_port), "--registry-port", str(registry_port),
-         *([] if registry else ["--no-registry"])],
+         *([] if registry else ["--no-registry"]), "--kafka-security", kafka_security],
         log, detach=True,
     )
     deadline = time.monotonic() + timeout

@@ -224,8 +224,9 @@ class KafkaBroker(JvmService):
         upsert = UserScramCredentialUpsertion(self.sasl_username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512,
                                                                                       8192),
                                               self.sasl_password.encode())
+        admin = self.admin()  # kept alive until its futures are done
         try:
-            for fut in self.admin().alter_user_scram_credentials([upsert], request_timeout=30).values():
+            for fut in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
                 fut.result(30)
         except Exception as e:  # noqa: BLE001 - KafkaException
             raise DevStackError(f"cannot create the SCRAM user {self.sasl_username!r} on {self.bootstrap_servers}: "

@@ -6,7 +6,8 @@ stops them all.
 
 ``python -m lakesink.devstack.stack --state-file F`` is the background supervisor that ``lakesink dev up``
 launches in its own session: it starts a LocalStack, writes ``F`` (JSON with pids, ports, endpoint,
-credentials), then sleeps until SIGTERM/SIGINT, stops the stack and removes ``F``. The broker and the registry
+credentials; with ``--kafka-security sasl_ssl`` also the SASL_SSL listener, its CA file and SCRAM user), then
+sleeps until SIGTERM/SIGINT, stops the stack and removes ``F``. The broker and the registry
 die with the supervisor even if it is SIGKILLed (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 from lakesink.errors import DevStackError, LakesinkError
-from lakesink.devstack.kafka import KafkaBroker
+from lakesink.devstack.kafka import SECURITY, KafkaBroker
 from lakesink.devstack.registry import SchemaRegistry
 from lakesink.devstack.s3 import S3Endpoint
 
@@ -31,8 +32,8 @@ class LocalStack:
     ``with LocalStack() as stack: stack.kafka.bootstrap_servers, stack.registry.url ...``."""
 
     def __init__(self, kafka_port: int = 0, s3_port: int = 0, kafka_start_timeout: float = 60.0,
-                 registry_port: int = 0, registry: bool = True):
-        self.kafka = KafkaBroker(port=kafka_port, start_timeout=kafka_start_timeout)
+                 registry_port: int = 0, registry: bool = True, kafka_security: str = "plaintext"):
+        self.kafka = KafkaBroker(port=kafka_port, start_timeout=kafka_start_timeout, security=kafka_security)
         self.s3 = S3Endpoint(port=s3_port)
         #: None with ``registry=False`` (the demo needs none: its JVM and its download are spared)
         self.registry = SchemaRegistry(port=registry_port) if registry else None
@@ -97,23 +98,29 @@ class LocalStack:
                 "registry_pid": self.registry.pid,
                 "registry_port": self.registry.port,
                 "registry_log": str(self.registry.log_path)} if self.registry is not None else {}),
+            **({"kafka_security": "sasl_ssl", "secured_bootstrap_servers": self.kafka.secured_bootstrap_servers,
+                "kafka_ca_location": self.kafka.ca_location, "kafka_sasl_mechanism": "SCRAM-SHA-512",
+                "kafka_sasl_username": self.kafka.sasl_username, "kafka_sasl_password": self.kafka.sasl_password}
+               if self.kafka.security == "sasl_ssl" else {"kafka_security": "plaintext"}),
         }
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.touch(mode=0o600)  # it may hold the SASL_SSL listener's SCRAM password
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
 def supervise(state_file: Path, kafka_port: int = 0, s3_port: int = 0, registry_port: int = 0,
-              registry: bool = True) -> int:
+              registry: bool = True, kafka_security: str = "plaintext") -> int:
     """Run a LocalStack until SIGTERM/SIGINT; publish it in ``state_file`` while it runs."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port, registry_port=registry_port, registry=registry)
+    stack = LocalStack(kafka_port=kafka_port, s3_port=s3_port, registry_port=registry_port, registry=registry,
+                       kafka_security=kafka_security)
     try:
         stack.start()
     except DevStackError as e:
@@ -149,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--s3-port", type=int, default=0)
     ap.add_argument("--registry-port", type=int, default=0)
     ap.add_argument("--no-registry", action="store_true")
+    ap.add_argument("--kafka-security", choices=SECURITY, default="plaintext")
     args = ap.parse_args(argv)
-    return supervise(args.state_file, args.kafka_port, args.s3_port, args.registry_port, not args.no_registry)
+    return supervise(args.state_file, args.kafka_port, args.s3_port, args.registry_port, not args.no_registry,
+                     args.kafka_security)
 
 
 if __name__ == "__main__":
