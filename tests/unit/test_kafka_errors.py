@@ -150,3 +150,60 @@ def test_java_client_gets_librdkafka_s_ca_as_a_pem_truststore():
         == "PEM"
     with pytest.raises(ConfigError, match="one file"):
         java_options({"ssl.certificate.location": "/c.pem", "ssl.key.location": "/k.pem"})
+
+
+@pytest.mark.parametrize("command", [["status"], ["restore", "--to-topic", "copy"], ["sink"]])
+def test_commands_say_a_refused_broker_in_one_line_and_log_librdkafka_to_the_run_log(tmp_path, command):
+    """No service needed: a closed port. Exit 5 at the first refusal, one error line, librdkafka's own lines in the
+    run's log file and not on the terminal (before: 'Broker transport failure', 60 s of retries for status and
+    restore, and librdkafka's lines on stderr)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = {"name": "job-refused", "topics": "t", "flush.size": "10", "format.class": "json",
+           "s3.bucket.name": "bucket-refused", "store.url": f"file://{tmp_path / 'store'}",
+           "manifest.location": str(tmp_path / "manifest"), "kafka.bootstrap.servers": f"127.0.0.1:{port}",
+           "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+           "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                     f'username="bob" password="{PASSWORD}";'}
+    path = tmp_path / "sink.json"
+    path.write_text(json.dumps(cfg))
+    logs = tmp_path / "logs"
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", *command, "--config", str(path)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "LAKESINK_LOG_DIR": str(logs)})
+    out = r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("lakesink: error: ")]
+    assert r.returncode == 5 and len(errors) == 1, out
+    assert f"connection refused by 127.0.0.1:{port}" in errors[0] and "no answer in" not in out
+    assert "rdkafka" not in out and "FAIL" not in out and PASSWORD not in out
+    logged = "".join(p.read_text() for p in logs.glob("*.log"))
+    assert 1 <= logged.count("Connection refused") <= 3, logged  # counted: the first answer ended it
+    assert PASSWORD not in logged
+
+
+def test_verbose_routes_librdkafka_lines_to_stderr(capsys, tmp_path, monkeypatch):
+    import logging
+
+    from lakesink.cli.client_logs import route_client_logs
+    from lakesink.config.kafka_errors import LOGGER_NAME
+
+    monkeypatch.setenv("LAKESINK_SPARK_LOG_FILE", str(tmp_path / "run.log"))
+    logger = logging.getLogger(LOGGER_NAME)
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    try:
+        route_client_logs(False)
+        logger.error("FAIL [rdkafka#producer-1] quiet")
+        route_client_logs(True)
+        logger.error("FAIL [rdkafka#producer-1] loud")
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.propagate, logger.level = saved[1], saved[2]
+    err = capsys.readouterr().err
+    assert "quiet" not in err and "loud" in err
+    assert "quiet" in (tmp_path / "run.log").read_text()
