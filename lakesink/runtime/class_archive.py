@@ -4,7 +4,8 @@ A cold ``lakesink`` command spends seconds of its Spark start loading and verify
 (Spark, Delta, Hadoop, the AWS SDK). Java 17's dynamic CDS archive holds them pre-parsed: a local session
 started with ``-XX:SharedArchiveFile`` maps it instead (measured by hand here: session 6.2 → 4.2-5.0 s, first
 job 3.5 → 2.4 s). :func:`build` writes one by running a short session with ``-XX:ArchiveClassesAtExit``
-(``scripts/bootstrap`` calls it; ``python -m lakesink.runtime.class_dump`` does the same), and
+(``scripts/bootstrap`` calls it, ``lakesink setup --class-archive`` too, for the jars in the user cache;
+``python -m lakesink.runtime.class_dump`` does the same for whichever jar directory a session would use), and
 :func:`lakesink.runtime.spark.get_spark` uses it for local masters when it is there.
 
 Safety: a JVM maps a *truncated* archive and crashes (SIGBUS, tried here), so an archive only ever appears

@@ -98,6 +98,10 @@ def test_sets_are_found_in_the_user_cache_setup_fills(fake_lock, tmp_path, monke
     from lakesink.runtime.spark import default_jars_dir
 
     assert default_jars_dir() == tmp_path / "c" / "jars" / "spark"
+    # the class archive of those jars sits beside them, where `python -m lakesink.runtime.class_dump` builds it
+    from lakesink.runtime.class_archive import archive_path
+
+    assert archive_path(sorted(str(p) for p in default_jars_dir().glob("*.jar"))).parent == tmp_path / "c" / "jars"
 
 
 def test_no_java_is_one_line_naming_what_to_install(tmp_path, monkeypatch):
