@@ -14,6 +14,7 @@ import urllib.request
 
 import pytest
 from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
+from support.noise import noise_lines
 
 from lakesink.driver.sink import BatchResult
 
@@ -107,7 +108,8 @@ def test_demo():
                  "== batch 3 (nothing new: exactly once, nothing re-archived): 0 rows committed",
                  "== manifest query:", "== OK: 300 of 300 records archived exactly once in "):
         assert want in out, (want, out[-4000:])
-    assert "Traceback" not in out
+    # quiet (issue #28 item 6): no Spark banner, log4j/SLF4J line, stage progress bar, traceback or librdkafka line
+    assert noise_lines(out) == [], out[-4000:]
     print(f"demo {time.monotonic() - t0:.0f}s")
 
 

@@ -4,7 +4,11 @@ parameters applied right after the cell tagged ``parameters`` (where papermill i
 
 The quickstart runs self-contained (it starts its own local stack, the path a new user takes); the other two are
 given the test session's broker, S3 endpoint and registry as parameters, the path a cluster user takes
-(endpoints passed in, nothing started by the notebook)."""
+(endpoints passed in, nothing started by the notebook).
+
+Each run is quiet (issue #28 item 6): its stderr holds no Spark banner, log4j/SLF4J line, progress bar, Python
+traceback or librdkafka line (:func:`support.noise.noise_lines`) -- the session the notebooks get from
+``lakesink.get_spark`` logs to a file; ``LAKESINK_VERBOSE=1`` brings it back (tests/integration/test_quiet.py)."""
 import json
 import subprocess
 import sys
@@ -12,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.noise import noise_lines
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -40,6 +45,7 @@ def run_notebook(name: str, params: dict, cwd: Path) -> dict:
                           capture_output=True, text=True, timeout=540, cwd=cwd)
     ok = [line for line in proc.stdout.splitlines() if line.startswith("NOTEBOOK OK ")]
     assert proc.returncode == 0 and ok, (proc.stdout[-3000:] + proc.stderr[-5000:])
+    assert noise_lines(proc.stderr) == [], proc.stderr[-5000:]  # before the fix: 45, 10 and 41+ lines of it
     return json.loads(ok[-1][len("NOTEBOOK OK "):])
 
 
