@@ -92,7 +92,6 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
             say(f"   ignored: {k} ({why})")
 
         spark = get_spark(app_name="lakesink-demo", master="local[2]", s3=wiring.s3_settings(cfg))
-        spark.sparkContext.setLogLevel("ERROR")
         try:
             batches = [SinkJob(spark, cfg).run_batch()]
             say(f"== batch 1 (flush.size=100; tails below 100 stay uncommitted): {batches[-1].summary()}")
