@@ -116,9 +116,28 @@ def quiet_jvm(job: str, conf: dict | None, output: int | None, starts: bool) -> 
         yield {**quiet, **conf}, fd
         if log is not None and os.environ.get("PYSPARK_GATEWAY_PORT"):
             quiet_running_jvm(log)
+    except BaseException:
+        _drop_if_empty(log)  # e.g. no jars: failed before a JVM wrote anything; leave no empty file behind
+        raise
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _drop_if_empty(log: str | None) -> None:
+    """Remove this run's log file if nothing was written to it (not a ``$LAKESINK_SPARK_LOG_FILE`` given)."""
+    import os
+
+    global _run_log
+    if log is None or os.environ.get(LOG_FILE_ENV):
+        return
+    try:
+        if os.path.getsize(log) == 0:
+            os.unlink(log)
+            if _run_log == log:
+                _run_log = None
+    except OSError:
+        pass
 
 
 def quiet_running_jvm(log: str) -> None:

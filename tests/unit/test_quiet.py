@@ -111,3 +111,10 @@ def test_no_new_jvm_or_a_given_output_is_left_as_it_is(quiet):
     with logs.quiet_jvm("nb", None, 7, starts=True) as (conf, fd):
         assert (conf, fd) == ({}, 7)
     assert list(quiet.iterdir()) == []
+
+
+def test_a_start_that_fails_before_the_jvm_leaves_no_empty_log_file(quiet):
+    with pytest.raises(RuntimeError, match="no jars"):
+        with logs.quiet_jvm("nb", None, None, starts=True):
+            raise RuntimeError("no jars")
+    assert list(quiet.iterdir()) == [] and logs.run_log_file() is None
