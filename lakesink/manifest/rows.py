@@ -131,9 +131,10 @@ class ManifestRow:
         return dataclasses.replace(self, side_files=sides)
 
     def as_tuple(self) -> tuple:
-        """Column values in table order (side files as struct tuples), for ``createDataFrame``."""
+        """Column values in table order (side files as a list of struct tuples: a Spark Connect session's
+        ``createDataFrame`` takes an array only as a list), for ``createDataFrame``."""
         return tuple(
-            tuple(dataclasses.astuple(s) for s in v) if name == "side_files" and v is not None else v
+            [dataclasses.astuple(s) for s in v] if name == "side_files" and v is not None else v
             for name, v in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self)))
 
     def to_json(self) -> dict[str, Any]:
