@@ -79,6 +79,36 @@ def spark_cluster():
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_connect(s3):
+    """A Spark Connect client session (``pyspark.sql.connect.session.SparkSession``) on a real Spark Connect server
+    (:class:`lakesink.devstack.connect.SparkConnectServer`: the pip pyspark's server, the project's jars, the S3
+    endpoint's keys in its environment); started once, only by tests that use it (~50 s). pyspark routes
+    ``pyspark.sql.functions`` to Connect while ``$SPARK_CONNECT_MODE_ENABLED`` is set, which would break this
+    process's classic session: it is set here only while the session is created, and by the tests using it
+    (``monkeypatch.setenv``), as ``SparkSession.builder.remote()`` sets it for a user."""
+    import os
+
+    from lakesink.devstack.connect import SparkConnectServer
+
+    server = SparkConnectServer(s3=s3.s3_settings(), driver_memory="2g")
+    session = None
+    before = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    try:
+        server.start()
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        session = server.session()
+        if before is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        yield session
+    finally:
+        if session is not None:
+            session.stop()  # before the server: a client whose server is gone retries for minutes
+        server.stop()
+        if before is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
 @pytest.fixture
 def bucket(s3) -> str:
     """A fresh, empty bucket on the S3 endpoint."""
