@@ -4,6 +4,10 @@
         --where "topic = 'orders'" --to-topic orders_restored [--dry-run] [--name N]
 
 On Databricks, point a Python-script task at this file with the same arguments; the cluster's session is used.
+
+When lakesink builds the session (spark-submit without $LAKESINK_USE_CLUSTER_JARS), Spark's log and the JVM's
+stderr go to the run's log file (docs/sink.md, "Output, errors and exit codes"); --verbose keeps them on the
+terminal.
 """
 import sys
 

@@ -4,6 +4,10 @@
 
 On Databricks, point a Python-script task at this file with the same arguments (the config path
 may be a /dbfs/ or /Workspace/ path); the cluster's session and jars are used.
+
+When lakesink builds the session (spark-submit without $LAKESINK_USE_CLUSTER_JARS), Spark's log and the JVM's
+stderr go to the run's log file (docs/sink.md, "Output, errors and exit codes"); --verbose keeps them on the
+terminal.
 """
 import sys
 
