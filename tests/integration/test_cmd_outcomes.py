@@ -14,7 +14,7 @@ import sys
 import types
 
 import pytest
-from support.archive_checks import base_config, json_payloads, produce, write_config
+from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
 
 from lakesink import wiring
 from lakesink.config import SinkConfig
@@ -137,24 +137,6 @@ def test_schema_check_of_a_json_archive_has_nothing_to_compare_and_fails_unless_
 # ------------------------------------------------------------------------------------- sink: no credentials
 
 
-def run_sink(args: list[str], env: dict, cwd) -> tuple[int, str]:
-    """``lakesink sink ARGS`` in its own process group with exactly ``env`` (run_cli can only add variables);
-    whatever it left (a Spark JVM started in advance, local workers) is killed afterwards."""
-    import signal
-
-    proc = subprocess.Popen([sys.executable, "-m", "lakesink.cli", "sink", *args], env=env, cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-    return proc.returncode, out
-
-
 @pytest.mark.timeout(300)
 def test_sink_without_any_s3_credentials_says_so_with_exit_3(kafka, s3, bucket, topic_name, tmp_path):
     kafka.create_topic(topic_name, partitions=1)
@@ -162,7 +144,7 @@ def test_sink_without_any_s3_credentials_says_so_with_exit_3(kafka, s3, bucket, 
     del raw["aws.access.key.id"], raw["aws.secret.access.key"]
     path = write_config(tmp_path, raw)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") or k == "AWS_CA_BUNDLE"}
-    rc, out = run_sink(["--config", path, "--once"], {**env, **NO_AWS}, tmp_path)
+    rc, out = run_cli(["sink", "--config", path, "--once"], NO_AWS, cwd=tmp_path, env=env)
     errors = [line for line in out.splitlines() if line.startswith("lakesink: ")]
     assert rc == 3, out
     assert len(errors) == 1 and errors[0].startswith(f"lakesink: error: no S3 credentials found for S3 endpoint "

@@ -178,12 +178,13 @@ def write_config(tmp_path, cfg: dict, name: str = "sink.json") -> str:
 
 
 def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240, log_path=None, watch=None,
-            command: list[str] | None = None, cwd=None):
+            command: list[str] | None = None, cwd=None, env: dict | None = None):
     """Run ``python -m lakesink.cli ARGS`` in its own process group; after it exits, kill whatever it left
     (its Spark JVM and Python workers) so nothing of the dead run keeps writing, and remove its Spark
     scratch directories (a SIGKILLed driver leaves ~700 MB of copied jars behind). Returns (returncode, output).
     ``watch(pgid)``, if given, is called every 50 ms while the run is alive. ``command`` replaces
-    ``python -m lakesink.cli`` (e.g. a test's own script); ``cwd``: the run's working directory."""
+    ``python -m lakesink.cli`` (e.g. a test's own script); ``cwd``: the run's working directory; ``env`` replaces
+    this process's environment as the base ``env_extra`` adds to (a run that must not see a variable)."""
     import os
     import shutil
     import signal
@@ -193,7 +194,7 @@ def run_cli(args: list[str], env_extra: dict | None = None, timeout: float = 240
     import time
 
     scratch = tempfile.mkdtemp(prefix="lakesink-cli-spark-")
-    env = {**os.environ, "SPARK_LOCAL_DIRS": scratch, **(env_extra or {})}
+    env = {**(os.environ if env is None else env), "SPARK_LOCAL_DIRS": scratch, **(env_extra or {})}
     out = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
     with out:
         proc = subprocess.Popen([*(command or [sys.executable, "-m", "lakesink.cli"]), *args], env=env, stdout=out,
