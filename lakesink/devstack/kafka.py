@@ -11,9 +11,9 @@ PR_SET_PDEATHSIG) or at interpreter exit at the latest.
 
 ``security="sasl_ssl"`` adds a second listener, SASL_SSL with SCRAM-SHA-512, on ``sasl_port``: its certificate is
 signed by a CA made for this broker (:mod:`lakesink.devstack.tls`, SAN ``IP:127.0.0.1,DNS:localhost``), its SCRAM
-user (random password) is created through the admin API once the broker is up. The PLAINTEXT listener stays (the broker's own
-helpers, :meth:`KafkaBroker.admin` and :meth:`KafkaBroker.create_topic`, use it); :meth:`KafkaBroker.client_options`
-gives the ``kafka.*`` keys of a config that reaches the secured one.
+user (random password) is created through the admin API once the broker is up. The PLAINTEXT listener stays (the
+broker's own helpers, :meth:`KafkaBroker.admin` and :meth:`KafkaBroker.create_topic`, use it);
+:meth:`KafkaBroker.client_options` gives the ``kafka.*`` keys of a config that reaches the secured one.
 """
 from __future__ import annotations
 

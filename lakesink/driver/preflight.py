@@ -3,8 +3,10 @@ data bucket (HeadBucket) and the manifest location (its bucket, or its local par
 short timeout, so a wrong address fails in seconds with exit code 5 naming the endpoint, instead of after
 Spark's cold start and the full retry deadline.
 
-Called by the sink CLI before the manifest table is created or a Spark session started; the store half
-(:func:`check_stores`) also by ``vacuum`` and ``status`` before they read the manifest. Missing S3 credentials are
+Called by the sink CLI before the manifest table is created or a Spark session started, and by ``status`` and
+``restore`` before they read the manifest (:func:`check_broker` names an authentication or TLS failure, a host that
+does not resolve or refuses, at librdkafka's first definitive answer); the store half (:func:`check_stores`) also
+by ``vacuum``. Missing S3 credentials are
 said as such (:class:`~lakesink.errors.S3CredentialsError`, exit 3, where lakesink looked), not as an endpoint
 that is not reachable.
 """
@@ -27,7 +29,8 @@ def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S, poll_s: float 
     """One cluster description from the configured brokers; :class:`KafkaMetadataError` naming the cause as soon as
     librdkafka's error callback gives a definitive one (:mod:`lakesink.config.kafka_errors`: authentication failed,
     certificate not trusted, host name does not resolve, connection refused by every bootstrap server), else after
-    ``timeout_s``. librdkafka's own log lines go to the ``lakesink.librdkafka`` logger (``client_config``), not to the terminal."""
+    ``timeout_s``. librdkafka's own log lines go to the ``lakesink.librdkafka`` logger (``client_config``), not to
+    the terminal. ``sink``, ``status`` and ``restore`` run it before they read anything."""
     import time
 
     from confluent_kafka.admin import AdminClient
@@ -217,5 +220,6 @@ def preflight(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S) -> None:
     check_broker(cfg, timeout_s)
 
 
-__all__ = ["preflight", "check_broker", "classify_text", "failure_line", "check_stores", "check_bucket", "check_local_dir", "check_credentials",
+__all__ = ["preflight", "check_broker", "classify_text", "failure_line", "check_stores", "check_bucket",
+           "check_local_dir", "check_credentials",
            "TIMEOUT_S"]
