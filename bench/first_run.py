@@ -28,10 +28,15 @@ BUDGET_S = 180.0
 #: (step name, the first output line that starts it) -- in order; a marker never printed leaves its step out
 MARKERS = [
     ("python -m venv", "bootstrap: creating .venv"),
-    ("pip install -e '.[local]' (PyPI, empty cache)", "bootstrap: installing lakesink["),
-    ("jars: lakesink setup (Maven Central, SHA-256 checked)", "bootstrap: downloading the jars"),
+    ("pip install -e '.[local]' (PyPI, empty cache) and, beside it, the jars (Maven Central)",
+     "bootstrap: downloading the jars"),
     ("demo: broker + S3 endpoint start", "bootstrap: ready for the demo"),
     ("demo: produce, Spark session, 3 sink batches, manifest query", "== local stack up"),
+]
+#: (what, first line, last line) of the spans that overlap the steps above
+SPANS = [
+    ("of which pip install", "bootstrap: installing lakesink[", "bootstrap: installed lakesink["),
+    ("of which the jars (760 MB, SHA-256 checked)", "bootstrap: downloading the jars", "kafka: "),
 ]
 
 
@@ -46,6 +51,17 @@ def steps(lines: list[tuple[float, str]], end: float) -> list[tuple[str, float]]
     if starts:
         starts[0] = (starts[0][0], 0.0)
     return [(name, (starts[i + 1][1] if i + 1 < len(starts) else end) - t) for i, (name, t) in enumerate(starts)]
+
+
+def spans(lines: list[tuple[float, str]]) -> list[tuple[str, float]]:
+    """``[(what, seconds)]`` of :data:`SPANS` whose first and last lines were both printed."""
+    out = []
+    for name, first, last in SPANS:
+        a = next((t for t, line in lines if line.startswith(first)), None)
+        b = next((t for t, line in lines if line.startswith(last)), None)
+        if a is not None and b is not None:
+            out.append((name, b - a))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,11 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         "| step | seconds |",
         "| --- | ---: |",
         *[f"| {name} | {secs:.1f} |" for name, secs in table],
+        *[f"| &nbsp;&nbsp;{name} | ({secs:.1f}) |" for name, secs in spans(lines)],
         f"| **`make demo`, total** | **{total:.1f}** |",
         "",
         f"Budget {BUDGET_S:.0f} s: **{'met' if ok else 'NOT met'}** (exit status {rc}).",
         "",
-        "Not fetched or built for the demo (`LAKESINK_BOOTSTRAP=demo`): the test and docs tools of `[dev]`, the Schema "
+        "Not fetched or built for the demo (`LAKESINK_BOOTSTRAP=demo`): the test and docs tools of `[dev]` (and "
+        "moto[server]'s dependencies for every other AWS service: `[local]` is moto's S3 and flask), the Schema "
         "Registry (Apicurio, 109 MB; `make bootstrap`/`lakesink setup --registry`), the JVM class-data archive "
         "(about 50 s of CPU, built by the next `make bootstrap`/`make test`).",
     ]

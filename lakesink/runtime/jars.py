@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lakesink.errors import NotInstalledError, SetupError
 
-__all__ = ["LOCK", "SETS", "CENTRAL", "MAVEN_URL_ENV", "CACHE_ENV", "Artifact", "locked", "pom_digests",
+__all__ = ["main", "LOCK", "SETS", "CENTRAL", "MAVEN_URL_ENV", "CACHE_ENV", "Artifact", "locked", "pom_digests",
            "cache_dir", "checkout_dir", "find_dir", "fetch", "FetchResult", "require_java", "SET_ENV"]
 
 LOCK = Path(__file__).with_name("jars.lock")
@@ -246,3 +246,29 @@ def _fetch_unpacked(kind: str, dest: Path, base: str, arts: list[Artifact], say)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return FetchResult(kind, str(dest), 1, 1, size, False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lakesink.runtime.jars DIR SET...``: what ``lakesink setup --dir DIR`` does, runnable before
+    lakesink's dependencies are installed (standard library only): scripts/bootstrap runs it beside pip."""
+    import sys
+
+    from lakesink.errors import LakesinkError
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or any(k not in SETS for k in argv[1:]):
+        print(f"usage: python -m lakesink.runtime.jars DIR {{{','.join(SETS)}}}...", file=sys.stderr)
+        return 2
+    try:
+        for kind in argv[1:]:
+            r = fetch(kind, Path(argv[0]), say=lambda msg: print(msg, flush=True))
+            done = "up to date" if r.up_to_date else f"{r.downloaded} downloaded, SHA-256 checked"
+            print(f"{kind}: {r.files} files ({done}) in {r.dir}", flush=True)
+    except LakesinkError as e:
+        print(f"lakesink: error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
