@@ -121,7 +121,7 @@ def test_wheel_setup_then_sink_sql_and_restore_dry_run(wheel_venv, maven_mirror,
 
     rc, out = _wheel_run(wheel_venv, ["setup", "--from", str(maven_mirror)], cache, tmp_path)
     assert rc == 0, out[-3000:]
-    assert f"spark: 1 of 18 files downloaded" in out and "kafka: 46 of 46 files downloaded" in out, out
+    assert "spark: 1 of 18 files downloaded" in out and "kafka: 46 of 46 files downloaded" in out, out
     rc, out = _wheel_run(wheel_venv, ["setup", "--from", str(maven_mirror)], cache, tmp_path)
     assert (rc, out.splitlines()[0]) == (0, f"spark: 18 files up to date in {cache / 'jars' / 'spark'}"), out
 
@@ -156,6 +156,9 @@ def test_wheel_dev_up_and_down_after_setup(wheel_venv, maven_mirror, tmp_path):
     # the registry was not downloaded: dev up says how to get it, or to leave it out
     line = _one_error(*_wheel_run(wheel_venv, ["dev", "up"], cache, tmp_path))
     assert "`lakesink setup --registry`" in line and "--no-registry" in line, line
+    # the demo needs no registry (issue #28 item 7: it is neither downloaded nor started for it)
+    rc, out = _wheel_run(wheel_venv, ["demo", "--records", "100"], cache, tmp_path)
+    assert rc == 0 and "== OK: 100 of 100 records archived exactly once in " in out, out[-3000:]
     try:
         rc, out = _wheel_run(wheel_venv, ["dev", "up", "--no-registry"], cache, tmp_path)
         assert rc == 0, out[-3000:]
