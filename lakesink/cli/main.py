@@ -21,14 +21,14 @@ import traceback
 
 from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
-from lakesink.cli import validate
+from lakesink.cli import validate, verify
 from lakesink.cli import setup
 from lakesink.cli.output import FORMATS, Output, make_output, resolved_masked
 from lakesink.runtime.logs import run_log_file, set_verbose
 
 COMMAND_REGISTRARS = [sink.add_parser, vacuum.add_parser, restore.add_parser, manifest.add_parser, check.add_parser, demo.add_parser, dev.add_parser]
 COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
-COMMAND_REGISTRARS += [validate.add_parser]
+COMMAND_REGISTRARS += [validate.add_parser, verify.add_parser]
 COMMAND_REGISTRARS += [setup.add_parser]
 
 
