@@ -237,7 +237,8 @@ def _user_expectations(suite: dict[str, Any]) -> list[Any]:
 
 # ------------------------------------------------------------------------------------------- driver
 
-def _manifest_rows(cfg, spark: Any) -> list[dict[str, Any]]:
+def manifest_rows(cfg, spark: Any) -> list[dict[str, Any]]:
+    """The rows of job ``cfg.name`` in its manifest, as dicts (none when the table does not exist)."""
     from lakesink.manifest import queries
 
     m = wiring.manifest(cfg, spark)
@@ -270,7 +271,7 @@ def validate(config: Any, suite: Any = None, *, sample: int = DEFAULT_SAMPLE, sp
     user = load_suite(suite) if suite is not None else None
     if sample < 0:
         raise InvalidArgumentError(f"sample {sample}: must be >= 0")
-    rows = _manifest_rows(cfg, spark) if rows is None else [dict(r) for r in rows]
+    rows = manifest_rows(cfg, spark) if rows is None else [dict(r) for r in rows]
     gx = _Runner()
     E = gx.gx.expectations
     outcomes: list[CheckOutcome] = []
