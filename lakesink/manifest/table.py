@@ -5,6 +5,11 @@ It is the single source of truth for what is archived and where the next batch s
 Delta transaction tagged ``txnAppId=job, txnVersion=batch_id``; Delta skips a repeated or stale
 version silently, so every commit carries ``userMetadata`` naming job, batch and run, and afterwards
 the table history must hold that commit with all our rows, else we fail loudly (another run won). The table is append-only; ``schemas/manifest.sql`` is generated from ``COLUMNS``.
+
+Everything here is SQL or the DataFrame API, so a Spark Connect session works as a classic one: the history is
+``DESCRIBE HISTORY``, not the Delta Python API (``DeltaTable.forPath``), whose Connect route needs the Delta Connect
+server plugin that a Connect server may lack (``CONNECT_INVALID_PLAN.NO_HANDLER_FOR_EXTENSION``). The one JVM
+call left, :meth:`Manifest.warm_commit`, is an optimisation skipped on Connect.
 """
 from __future__ import annotations
 
@@ -35,6 +40,15 @@ def ddl(location: str) -> str:
     return (f"CREATE TABLE IF NOT EXISTS {target} (\n{cols}\n) USING DELTA\n"
             f"PARTITIONED BY (topic)\n"
             f"TBLPROPERTIES ('delta.appendOnly' = 'true')")
+
+
+def is_connect(spark: object) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no SparkContext, no py4j: SQL and DataFrames only).
+    pyspark's own class test; a process without the Connect client (the ``connect`` extra) has no such session."""
+    import sys
+
+    module = sys.modules.get("pyspark.sql.connect.session")
+    return module is not None and isinstance(spark, module.SparkSession)
 
 
 def _is_path(location: str) -> bool:
@@ -95,15 +109,31 @@ class Manifest:
                 time.sleep(0.5 * (attempt + 1))
 
     def exists(self) -> bool:
-        """Whether the table exists yet (a job that never ran has none)."""
-        from delta.tables import DeltaTable
-
+        """Whether the table exists yet (a job that never ran has none). A path table on a Spark Connect session:
+        whether ``DESCRIBE HISTORY`` finds it (Delta's ``isDeltaTable`` needs the Delta Connect plugin there)."""
         try:
-            if _is_path(self.location):
-                return bool(DeltaTable.isDeltaTable(self.spark, self.location))
-            return bool(self.spark.catalog.tableExists(self.location))
+            if not _is_path(self.location):
+                return bool(self.spark.catalog.tableExists(self.location))
+            if is_connect(self.spark):
+                return self._path_table_found()
+            from delta.tables import DeltaTable
+
+            return bool(DeltaTable.isDeltaTable(self.spark, self.location))
+        except ManifestError:
+            raise
         except Exception as e:  # noqa: BLE001
             raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
+    def _path_table_found(self) -> bool:
+        """A path table's history answers (True), or Delta says there is no table there (False); anything else
+        (an unreachable store, access denied) raises."""
+        try:
+            self._history(1).collect()
+            return True
+        except Exception as e:  # noqa: BLE001
+            if _no_table_error(e):
+                return False
+            raise
 
     def df(self) -> "DataFrame":
         if _is_path(self.location):
@@ -218,8 +248,8 @@ class Manifest:
         them cached on the same snapshot (or, if another writer committed meanwhile, resolves them
         itself as before). Nothing here can change what is committed.
         """
-        if not _is_path(self.location):
-            return
+        if not _is_path(self.location) or is_connect(self.spark):
+            return  # a Connect session has no JVM in this process: the append resolves them itself
         try:
             jvm = self.spark._jvm
             none = jvm.scala.Option.empty()
@@ -228,24 +258,21 @@ class Manifest:
         except Exception as e:  # noqa: BLE001 - no JVM access (Spark Connect), another Delta version
             log.debug("manifest %s: transaction ids not pre-resolved: %s", self.location, _first_line(e))
 
-    def _table(self):
-        from delta.tables import DeltaTable
-
-        if _is_path(self.location):
-            return DeltaTable.forPath(self.spark, self.location)
-        return DeltaTable.forName(self.spark, self.location)
+    def _history(self, limit: int) -> "DataFrame":
+        """The table's last ``limit`` commits, newest first (``DESCRIBE HISTORY``: the same command as the Delta
+        Python API's ``history()``, on every session kind, Spark Connect without Delta's plugin included)."""
+        return self.spark.sql(f"DESCRIBE HISTORY {_sql_target(self.location)} LIMIT {int(limit)}")
 
     def version(self) -> int:
         """The table's latest version (-1 if it has no commit yet)."""
-        rows = self._table().history(1).select("version").collect()
+        rows = self._history(1).select("version").collect()
         return rows[0].version if rows else -1
 
     def commits_since(self, version: int, tag: str) -> list[int]:
         """Output row counts of the commits after ``version`` whose userMetadata is ``tag``."""
         limit = 8
         while True:
-            hist = (self._table().history(limit)
-                    .select("version", "userMetadata", "operationMetrics").collect())
+            hist = self._history(limit).select("version", "userMetadata", "operationMetrics").collect()
             newer = [h for h in hist if h.version > version]
             if len(newer) < len(hist) or len(hist) < limit:  # reached ``version`` (or the table's start)
                 return [int((h.operationMetrics or {}).get("numOutputRows", -1))
@@ -261,6 +288,23 @@ class Manifest:
 def commit_tag(job: str, batch_id: int, run_id: str) -> str:
     """The ``userMetadata`` of a lakesink commit (``DESCRIBE HISTORY`` shows it)."""
     return json.dumps({"lakesink_job": job, "batch_id": batch_id, "run_id": run_id}, separators=(",", ":"))
+
+
+#: Delta's answers for "no Delta table at this path" (error classes, and the words of older messages)
+_NO_TABLE = ("DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "DELTA_TABLE_NOT_FOUND", "PATH_NOT_FOUND",
+             "is not a Delta table")
+
+
+def _no_table_error(e: Exception) -> bool:
+    """Whether ``e`` says there is no Delta table at the path (not that the store failed)."""
+    get = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
+    try:
+        condition = get() if get is not None else None
+    except Exception:  # noqa: BLE001
+        condition = None
+    if condition and any(condition.startswith(c) for c in _NO_TABLE[:4]):
+        return True
+    return any(word in str(e) for word in _NO_TABLE)
 
 
 def _first_line(e: Exception) -> str:

@@ -19,11 +19,19 @@ from lakesink.runners.progress import Progress, Tracking, track
 
 log = logging.getLogger("lakesink.runners.spark")
 
-__all__ = ["SparkRunner", "local_context"]
+__all__ = ["SparkRunner", "local_context", "CONNECT_PARALLELISM"]
+
+#: Tasks a session without a SparkContext (Spark Connect) plans for when the server tells neither
+#: ``spark.default.parallelism`` nor a local master: a serverless cluster scales its executors to the tasks.
+CONNECT_PARALLELISM = 8
 
 
 def local_context(spark: Any) -> Any:
     """The SparkContext of a session on a local master, else None (a cluster, or Spark Connect without one)."""
+    from lakesink.manifest.table import is_connect
+
+    if is_connect(spark):
+        return None
     try:
         sc = spark.sparkContext
         return sc if sc.master.startswith("local") else None
@@ -122,12 +130,22 @@ class SparkRunner:
         return [r[0] for r in df.mapInArrow(fn, schema).collect()]
 
     def parallelism(self) -> int:
+        """The SparkContext's default parallelism; on Spark Connect (no SparkContext in this process) the server's
+        ``spark.default.parallelism``, else the task slots of a local ``spark.master``, else
+        :data:`CONNECT_PARALLELISM`."""
+        from lakesink.manifest.table import is_connect
+        from lakesink.runners.local import local_parallelism
+
         spark = self.session
-        try:
-            return int(spark.sparkContext.defaultParallelism)
-        except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext; its setting, else a small default
-            value = self.setting("spark.default.parallelism")
-            return int(value) if value and value.isdigit() else 2
+        if not is_connect(spark):
+            try:
+                return int(spark.sparkContext.defaultParallelism)
+            except Exception:  # noqa: BLE001 - a shared cluster may refuse the SparkContext: as on Connect
+                pass
+        value = self.setting("spark.default.parallelism")
+        if value and value.isdigit():
+            return int(value)
+        return local_parallelism(self.setting("spark.master") or "") or CONNECT_PARALLELISM
 
     def setting(self, key: str) -> str | None:
         try:

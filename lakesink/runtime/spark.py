@@ -23,9 +23,16 @@ Two modes, chosen by :func:`get_spark`:
 provides Delta and Kafka); the S3 settings (and ``conf``) are applied only where the key is not already set,
 via ``spark.conf`` (which Spark copies into the Hadoop conf of every data-source read/write) and, when the JVM
 is reachable, the SparkContext's Hadoop configuration.
+
+S3 keys (:func:`set_credentials`) go only into the SparkContext's Hadoop configuration, through py4j, never into
+the session conf (``spark.conf.get`` would return them in clear to anyone holding the session, and ``SET`` lists
+them). A session without a JVM in this process -- Spark Connect (Databricks serverless, shared clusters) -- gets
+no keys from lakesink: its server reads ``s3a://`` with its own credentials (instance profile, storage credential,
+its environment), and S3A's credential provider is left to the server too.
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -36,6 +43,12 @@ from lakesink.store.settings import S3Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
+
+log = logging.getLogger("lakesink.runtime.spark")
+
+#: S3A's credential provider setting: with static keys lakesink names SimpleAWSCredentialsProvider (the keys it
+#: sets through py4j); never on a Spark Connect session, whose server brings its own credentials.
+CREDENTIALS_PROVIDER = "fs.s3a.aws.credentials.provider"
 
 JARS_ENV = "LAKESINK_JARS_DIR"
 CLUSTER_ENV = "LAKESINK_USE_CLUSTER_JARS"
@@ -132,6 +145,8 @@ def get_spark(
         settings: dict[str, str] = {}
         if s3 is not None:
             settings.update(s3.hadoop_conf())
+            if _jvm_hadoop_conf(spark) is None:  # no keys can be given (set_credentials): the server's own
+                settings.pop(CREDENTIALS_PROVIDER, None)  # credentials, found by S3A's default chain
         _apply_where_unset(spark, settings, dict(conf or {}))
         if s3 is not None and not _has_credentials(spark):
             set_credentials(spark, s3.credential_conf())
@@ -199,26 +214,44 @@ def local_settings(app_name: str, master: str | None, s3: S3Settings | None = No
     return settings
 
 
-def set_credentials(spark: "SparkSession", creds: dict[str, str]) -> None:
-    """Put S3A credentials on the SparkContext's Hadoop configuration (through py4j, not argv).
+def set_credentials(spark: "SparkSession", creds: dict[str, str]) -> bool:
+    """Put S3A credentials on the SparkContext's Hadoop configuration (through py4j, not argv); whether they
+    were set.
 
     Every Hadoop configuration Spark and Delta build for a read, a write or a table log starts from
     this one, and tasks carry it to executors, so S3A's SimpleAWSCredentialsProvider finds the keys on
     every node. It is not a Spark property: the UI's and event log's Spark properties never hold it
-    (their Hadoop properties are redacted by ``spark.redaction.regex``). Without JVM access (Spark
-    Connect) the keys go into the session conf, which Spark redacts likewise.
+    (their Hadoop properties are redacted by ``spark.redaction.regex``), and ``spark.conf.get`` does not
+    read it. Without JVM access (Spark Connect, a shared cluster refusing py4j) the keys are NOT set: the
+    session conf would hand them back in clear to ``spark.conf.get``; the server's own credentials apply,
+    and a warning says so.
     """
     if not creds:
-        return
-    try:
-        jconf = spark.sparkContext._jsc.hadoopConfiguration()  # classic PySpark only
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        jconf = None
+        return False
+    from lakesink.manifest.table import is_connect
+
+    jconf = _jvm_hadoop_conf(spark)
+    if jconf is None:
+        log.warning("the S3 keys of the config are not given to this Spark session (%s: no JVM in this process); "
+                    "Spark reads s3a:// with the server's or cluster's own credentials (instance profile, storage "
+                    "credential, its environment)", "Spark Connect" if is_connect(spark) else "no SparkContext")
+        return False
     for key, value in creds.items():
-        if jconf is not None:
-            jconf.set(key, value)
-        else:
-            _try_set(spark, key, value)
+        jconf.set(key, value)
+    return True
+
+
+def _jvm_hadoop_conf(spark: "SparkSession"):
+    """The SparkContext's Hadoop configuration through py4j, or None: a Spark Connect session (no JVM in this
+    process) or a shared cluster refusing py4j."""
+    from lakesink.manifest.table import is_connect
+
+    if is_connect(spark):
+        return None
+    try:
+        return spark.sparkContext._jsc.hadoopConfiguration()  # classic PySpark only
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def local_warehouse_dir() -> str:
@@ -276,6 +309,10 @@ def _apply_where_unset(spark: "SparkSession", hadoop: dict[str, str], conf: dict
 
 def _has_credentials(spark: "SparkSession") -> bool:
     """The cluster already configured S3A keys (then ours are not applied, like every other setting)."""
+    from lakesink.manifest.table import is_connect
+
+    if is_connect(spark):
+        return False  # set_credentials says why none are given
     try:
         return spark.sparkContext._jsc.hadoopConfiguration().get("fs.s3a.access.key") is not None
     except Exception:  # noqa: BLE001
