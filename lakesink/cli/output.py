@@ -324,7 +324,10 @@ def batch_dict(res: Any) -> dict:
             # the metrics table's numbers (lakesink.manifest.metrics)
             "partitions": len(getattr(res, "partitions", ()) or ()), "records_read": getattr(res, "records_read", 0),
             "metrics_warning": getattr(res, "metrics_warning", None),
-            "dead_lettered": getattr(res, "dead_lettered", 0)}  # errors.tolerance=all
+            "dead_lettered": getattr(res, "dead_lettered", 0),  # errors.tolerance=all
+            # a poll that committed nothing says why, as its text line does (its batch id is still the next one)
+            "poll": getattr(res, "poll", 0), "committed": bool(getattr(res, "committed", True)),
+            "note": None if getattr(res, "committed", True) else res.uncommitted_words()}
 
 
 def _object_dict(o: Any, uri: Callable[[str], str]) -> dict:

@@ -64,7 +64,8 @@ def test_check_sink_json_then_vacuum_dry_run(kafka, s3, bucket, topic_name, tmp_
     assert len(batches) == 1, out[-3000:]
     b = batches[0]
     assert set(b) == {"batch_id", "run_id", "objects", "records", "bytes", "committed_rows", "s3_retries", "seconds",
-                      "partitions", "records_read", "metrics_warning", "dead_lettered"}
+                      "partitions", "records_read", "metrics_warning", "dead_lettered", "poll", "committed", "note"}
+    assert (b["committed"], b["note"]) == (True, None)
     assert (b["partitions"], b["records_read"], b["metrics_warning"]) == (1, 25, None)
     assert b["s3_retries"] == 0
     assert b["batch_id"] == 0 and b["records"] == 25 and b["objects"] == 3  # 10 + 10 + a flushed tail of 5

@@ -230,8 +230,17 @@ def test_sink_batch_json():
     assert json.loads(out) == {"batch_id": 3, "run_id": "20260101T000000Z-abcdef12", "objects": 3, "records": 25,
                                "bytes": 1234, "committed_rows": 4, "s3_retries": 0,
                                "seconds": {"plan": 0.5, "write": 1.25, "commit": 0.75},
-                               "partitions": 0, "records_read": 0, "metrics_warning": None, "dead_lettered": 0}
+                               "partitions": 0, "records_read": 0, "metrics_warning": None, "dead_lettered": 0,
+                               "poll": 0, "committed": True, "note": None}
     assert _render(JsonOutput, "render", SinkResult([b])) == ""
+
+
+def test_an_uncommitted_poll_in_json_says_so_and_why():
+    import dataclasses
+
+    b = dataclasses.replace(_batch(), committed_rows=0, poll=7, objects=0, records=0)
+    doc = json.loads(_render(JsonOutput, "batch", b))
+    assert (doc["poll"], doc["committed"], doc["note"]) == (7, False, "nothing new to archive, nothing committed")
 
 
 def _report(deleted=False) -> VacuumReport:
