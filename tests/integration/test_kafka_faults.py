@@ -1,6 +1,7 @@
 """Kafka faults (issue #14 item 6): the broker stopped mid-batch and restarted, a partition added mid-run, a topic
 deleted and recreated. Each ends with the archive exactly once (every offset once, checked through the manifest
-and by reading the objects back) or, for the recreated topic, with a refusal that names the topic id change.
+and by reading the objects back) or, for the recreated topic, with a refusal that names the topic id change. A
+broker that is down fails ``sink``, ``status`` and ``restore`` in one line at the first refusal (issue #28 item 3).
 
 The module has its own broker (stopping the session's shared one would disturb other tests); it keeps its ports
 and data across :meth:`KafkaBroker.halt` / ``start``, so a restart looks to clients like a real broker restart.
@@ -16,7 +17,7 @@ import uuid
 
 import pytest
 from support.archive_checks import (archived_values, base_config, check_chains, check_exactly_once, expected_values,
-                                    json_payloads, manifest_rows, produce)
+                                    json_payloads, manifest_rows, produce, run_cli, write_config)
 from support.faults import CallAt
 
 from lakesink.config import SinkConfig
@@ -205,3 +206,29 @@ def test_topic_deleted_and_recreated_is_refused_naming_the_topic_id_change(spark
     check_exactly_once(spark, cfg2, sent, "json")
     new_id = {r.topic_id for r in manifest_rows(spark, cfg2)}
     assert len(new_id) == 1 and old not in new_id
+
+
+def test_broker_down_is_one_line_exit_5_at_the_first_refusal_on_every_command(broker, s3, bucket, topic_name,
+                                                                               tmp_path):
+    """Before: ``restore`` exited 1 after 80 s and 1,157 librdkafka lines, ``status`` retried for 60 s."""
+    import re
+
+    broker.create_topic(topic_name)
+    path = write_config(tmp_path, base_config(broker, s3, bucket, topic_name))
+    commands = {"sink": ["sink"], "status": ["status"], "restore": ["restore", "--to-topic", "copy"]}
+    outcomes = {}
+    broker.halt()
+    try:
+        for name, args in commands.items():
+            logs = tmp_path / f"logs-{name}"
+            outcomes[name] = (*run_cli([*args, "--config", path], env_extra={"LAKESINK_LOG_DIR": str(logs)},
+                                       timeout=180), logs)
+    finally:
+        broker.start()
+    for name, (rc, out, logs) in outcomes.items():
+        errors = [line for line in out.splitlines() if line.startswith("lakesink: error: ")]
+        assert rc == 5 and len(errors) == 1, (name, out)
+        assert f"connection refused by {broker.bootstrap_servers}" in errors[0], (name, errors[0])
+        assert not re.search(r"rdkafka|FAIL", out), (name, out)  # librdkafka's lines: only in the run's log
+        logged = "".join(p.read_text(errors="replace") for p in logs.glob("*.log"))
+        assert 1 <= logged.count("Connection refused") <= 3, (name, logged)  # the first answer ended it
