@@ -92,7 +92,7 @@ def test_local_tasks_need_a_config_spark_only_schedules(spark, kafka, s3, bucket
     from lakesink.errors import InvalidArgumentError
 
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"kafka.reader": "spark"}))
-    with pytest.raises(InvalidArgumentError, match="kafka.reader=direct"):
+    with pytest.raises(InvalidArgumentError, match="local worker processes cannot run this config: kafka.reader=spark reads Kafka with Spark"):
         SinkJob(spark, cfg, runner=local_tasks)
 
 
