@@ -326,6 +326,42 @@ covered_by("F65", "tests/unit/test_cmd_words.py::test_a_store_call_without_crede
 covered_by("F66", "tests/unit/test_cmd_words.py::test_an_s3_endpoint_that_never_answers_fails_vacuum_and_status_in_one_line_exit_5")
 covered_by("F67", "tests/integration/test_cmd_outcomes.py::test_status_of_a_job_that_never_ran_is_never_run_and_max_lag_judges_it")
 covered_by("F68", "tests/integration/test_cmd_outcomes.py::test_schema_check_of_a_json_archive_has_nothing_to_compare_and_fails_unless_allowed")
+covered_by("F69", "tests/unit/test_config_providers.py::"
+                  "test_a_missing_file_key_or_variable_names_the_key_and_the_reference")
+covered_by("F70", "tests/unit/test_config_providers.py::"
+                  "test_cli_error_is_one_line_with_exit_3_and_no_value")
+covered_by("F71", "tests/unit/test_config_providers.py::"
+                  "test_allowed_paths_confine_the_file_and_directory_providers")
+covered_by("F72", "tests/unit/test_config_providers.py::"
+                  "test_an_unknown_provider_without_a_declaration")
+covered_by("F73", "tests/unit/test_config_providers.py::"
+                  "test_a_provider_class_lakesink_does_not_implement_is_an_error")
+covered_by("F74", "tests/unit/test_config_providers.py::"
+                  "test_a_provided_value_is_masked_in_validation_errors")
+covered_by("F75", "tests/integration/test_secured_kafka.py::"
+                  "test_a_kafka_failure_is_one_line_exit_5_at_the_first_answer")
+covered_by("F76", "tests/integration/test_secured_kafka.py::"
+                  "test_a_kafka_failure_is_one_line_exit_5_at_the_first_answer")
+covered_by("F77", "tests/integration/test_secured_kafka.py::"
+                  "test_a_kafka_failure_is_one_line_exit_5_at_the_first_answer")
+covered_by("F78", "tests/unit/test_preflight_local.py::"
+                  "test_closed_broker_port_fails_at_the_first_refusal_naming_it")
+covered_by("F79", "tests/integration/test_secured_kafka.py::"
+                  "test_jks_truststore_is_refused_in_one_line")
+covered_by("F80", "tests/integration/test_wheel.py::"
+                  "test_wheel_setup_then_sink_sql_and_restore_dry_run")
+covered_by("F81", "tests/integration/test_wheel.py::"
+                  "test_wheel_setup_then_sink_sql_and_restore_dry_run")
+covered_by("F82", "tests/unit/test_setup.py::"
+                  "test_an_unreachable_repository_is_one_line_naming_the_url")
+covered_by("F83", "tests/unit/test_setup.py::"
+                  "test_the_local_stack_without_moto_names_the_extra")
+covered_by("F84", "tests/integration/test_wheel.py::"
+                  "test_wheel_dev_up_and_down_after_setup")
+covered_by("F85", "tests/integration/test_wheel.py::"
+                  "test_wheel_dev_up_and_down_after_setup")
+covered_by("F86", "tests/unit/test_setup.py::"
+                  "test_no_java_is_one_line_naming_what_to_install")
 
 
 # ------------------------------------------------------------------------------------- not failures
