@@ -10,6 +10,7 @@ Each run is quiet (issue #28 item 6): its stderr holds no Spark banner, log4j/SL
 traceback or librdkafka line (:func:`support.noise.noise_lines`) -- the session the notebooks get from
 ``lakesink.get_spark`` logs to a file; ``LAKESINK_VERBOSE=1`` brings it back (tests/integration/test_quiet.py)."""
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -41,11 +42,16 @@ print("NOTEBOOK OK " + json.dumps({"manifest_location": ns.get("manifest_locatio
 
 
 def run_notebook(name: str, params: dict, cwd: Path) -> dict:
+    logs = cwd / "spark-logs"
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(NOTEBOOK_DIR / f"{name}.ipynb"), json.dumps(params)],
-                          capture_output=True, text=True, timeout=540, cwd=cwd)
+                          capture_output=True, text=True, timeout=540, cwd=cwd,
+                          env={**os.environ, "LAKESINK_LOG_DIR": str(logs)})
     ok = [line for line in proc.stdout.splitlines() if line.startswith("NOTEBOOK OK ")]
     assert proc.returncode == 0 and ok, (proc.stdout[-3000:] + proc.stderr[-5000:])
-    assert noise_lines(proc.stderr) == [], proc.stderr[-5000:]  # before the fix: 45, 10 and 41+ lines of it
+    # before: 43, 10 and 27 stderr lines (quickstart, schema_evolution, restore_and_query)
+    assert noise_lines(proc.stderr) == [], proc.stderr[-5000:]
+    # ... which went to the session's log file instead
+    assert any(noise_lines(p.read_text()) for p in logs.iterdir()), [p.name for p in logs.iterdir()]
     return json.loads(ok[-1][len("NOTEBOOK OK "):])
 
 
