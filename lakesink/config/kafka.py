@@ -4,15 +4,19 @@ mean the same to both.
 
 :func:`librdkafka_options` maps the names that differ (``sasl.jaas.config`` with a Plain/SCRAM login
 module → ``sasl.username``/``sasl.password``, ``fetch.max.wait.ms`` → ``fetch.wait.max.ms``) and
-reports every key librdkafka cannot take (JKS key/trust stores, Java-only settings, settings the
+reports every key librdkafka cannot take (JKS key stores, Java-only settings, settings the
 reader owns), naming the key and what librdkafka takes instead. :func:`check_kafka_options` also
 asks librdkafka itself whether it accepts every remaining key, so a bad key fails at config load,
 not in an executor. Messages never carry a secret's value.
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
-from typing import Mapping
+import shutil
+import subprocess
+from typing import Any, Mapping
 
 __all__ = ["DEFAULT_ISOLATION_LEVEL", "READER_OWNED", "CONSUMER_ONLY", "librdkafka_options", "check_kafka_options",
            "refusal", "java_options", "store_type"]
@@ -98,7 +102,8 @@ def store_type(location: str, declared: str | None) -> str:
 
 def _truststore(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """Connect's ``ssl.truststore.*`` keys as librdkafka takes a CA: a PEM file is ``ssl.ca.location``; a PKCS#12
-    trust store is read (with ``cryptography``) into ``ssl.ca.pem``; JKS is refused (no Python reader of it here)."""
+    trust store is read (with ``cryptography``) into ``ssl.ca.pem``; so is a JKS one, through the JDK's ``keytool``
+    (:func:`jks_certificates`)."""
     location = options.get("ssl.truststore.location")
     declared = options.get("ssl.truststore.type")
     if declared is not None and str(declared).upper() not in _STORE_TYPES:
@@ -113,9 +118,10 @@ def _truststore(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[
     if kind == "PEM":
         return {"ssl.ca.location": str(location)}, []
     if kind == "JKS":
-        return {}, [(key, "is a JKS trust store, which librdkafka (the admin client, the direct reader, restore) "
-                          "cannot read: convert it to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or to "
-                          "a PEM kafka.ssl.ca.location; both readers take either")]
+        try:
+            return {"ssl.ca.pem": jks_certificates(str(location), options.get("ssl.truststore.password"))}, []
+        except ValueError as e:
+            return {}, [(key, str(e))]
     try:
         from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
 
@@ -127,7 +133,8 @@ def _truststore(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[
         return {}, [(key, "is a PKCS12 trust store: reading it for librdkafka needs the cryptography package "
                           "(pip install cryptography), or set a PEM kafka.ssl.ca.location")]
     except OSError as e:
-        return {}, [(key, f"cannot be read: {e.strerror or e}")]
+        return {}, [(key, f"cannot be read: {e.strerror or e} (a trust store file on the driver and every "
+                          f"executor; or a PEM kafka.ssl.ca.location)")]
     except ValueError:
         return {}, [(key, "is not a PKCS12 trust store that kafka.ssl.truststore.password opens (wrong password, "
                           "or set kafka.ssl.truststore.type)")]
@@ -135,6 +142,48 @@ def _truststore(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[
     if not certs:
         return {}, [(key, "holds no certificate")]
     return {"ssl.ca.pem": "".join(c.public_bytes(Encoding.PEM).decode("ascii") for c in certs)}, []
+
+
+def jks_certificates(location: str, password: Any = None) -> str:
+    """The trusted certificates of a JKS trust store as PEM text, for librdkafka (which reads no JKS): listed by the
+    JDK's ``keytool -list -rfc`` (the password, if any, through the environment, never the command line; it verifies
+    the store's integrity). Cached per file state. Raises ValueError with the line to show."""
+    try:
+        st = os.stat(location)
+    except OSError as e:
+        raise ValueError(f"cannot be read: {e.strerror or e} (a trust store file on the driver and every "
+                         f"executor; or a PEM kafka.ssl.ca.location)") from None
+    secret = password.reveal() if hasattr(password, "reveal") else password
+    return _jks_pem(location, st.st_mtime_ns, st.st_size, None if secret is None else str(secret))
+
+
+@functools.lru_cache(maxsize=16)
+def _jks_pem(location: str, _mtime: int, _size: int, password: str | None) -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    keytool = (os.path.join(java_home, "bin", "keytool") if java_home and os.path.exists(
+        os.path.join(java_home, "bin", "keytool")) else shutil.which("keytool"))
+    if keytool is None:
+        raise ValueError("is a JKS trust store: librdkafka reads it through the JDK's keytool, which is not here "
+                         "(no JAVA_HOME, no keytool on PATH): install a JDK, or convert it to PKCS12 (keytool "
+                         "-importkeystore -deststoretype PKCS12) or a PEM kafka.ssl.ca.location")
+    cmd = [keytool, "-list", "-rfc", "-keystore", location, "-storetype", "JKS"]
+    env = dict(os.environ)
+    if password is not None:
+        env["LAKESINK_TRUSTSTORE_PASSWORD"] = password
+        cmd += ["-storepass:env", "LAKESINK_TRUSTSTORE_PASSWORD"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ValueError(f"is a JKS trust store that keytool could not list: {e}") from None
+    pems = re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", res.stdout, re.S)
+    if res.returncode != 0:
+        why = next((ln for ln in (res.stdout + res.stderr).splitlines() if "keytool error" in ln), "").strip()
+        why = why.removeprefix("keytool error: ").removeprefix("java.io.IOException: ")
+        raise ValueError(f"is a JKS trust store keytool cannot open: {why or 'keytool failed'} (wrong "
+                         f"kafka.ssl.truststore.password, or not a JKS file)")
+    if not pems:
+        raise ValueError("is a JKS trust store that holds no certificate")
+    return "\n".join(pems) + "\n"
 
 
 def librdkafka_options(options: Mapping[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:

@@ -347,7 +347,7 @@ covered_by("F77", "tests/integration/test_secured_kafka.py::"
 covered_by("F78", "tests/unit/test_preflight_local.py::"
                   "test_closed_broker_port_fails_at_the_first_refusal_naming_it")
 covered_by("F79", "tests/integration/test_secured_kafka.py::"
-                  "test_jks_truststore_is_refused_in_one_line")
+                  "test_a_jks_truststore_with_a_wrong_password_is_one_line")
 covered_by("F80", "tests/integration/test_wheel.py::"
                   "test_wheel_setup_then_sink_sql_and_restore_dry_run")
 covered_by("F81", "tests/integration/test_wheel.py::"

@@ -45,23 +45,25 @@ def secured():
 
 def secured_config(broker, s3, bucket: str, topic: str, trust: str = "pem", **over) -> dict:
     """A job's config reaching ``broker`` over SASL_SSL only: the CA as a PEM ``kafka.ssl.ca.location`` or as
-    Connect's PKCS12 ``kafka.ssl.truststore.*`` keys."""
+    Connect's PKCS12 or JKS ``kafka.ssl.truststore.*`` keys."""
     cfg = base_config(broker, s3, bucket, topic)
     cfg.update(broker.client_options())
-    if trust == "pkcs12":
+    if trust in ("pkcs12", "jks"):
         password = uuid.uuid4().hex
-        store = truststore(Path(broker.ca_location), Path(broker.ca_location).with_name(f"trust-{password[:6]}.p12"),
-                           "PKCS12", password)
+        suffix = ".p12" if trust == "pkcs12" else ".jks"
+        store = truststore(Path(broker.ca_location), Path(broker.ca_location).with_name(f"trust-{password[:6]}{suffix}"),
+                           trust.upper(), password)
         del cfg["kafka.ssl.ca.location"]
         cfg.update({"kafka.ssl.truststore.location": str(store), "kafka.ssl.truststore.password": password,
-                    "kafka.ssl.truststore.type": "PKCS12"})
+                    "kafka.ssl.truststore.type": trust.upper()})
     cfg.update(over)
     return cfg
 
 
 @pytest.mark.parametrize("reader, engine, trust", [("direct", "local", "pem"), ("direct", "spark", "pem"),
                                                    ("spark", "spark", "pem"), ("spark", "spark", "pkcs12"),
-                                                   ("direct", "local", "pkcs12")])
+                                                   ("direct", "local", "pkcs12"), ("direct", "local", "jks"),
+                                                   ("spark", "spark", "jks")])
 def test_sink_over_sasl_ssl_on_both_readers_and_engines(spark, secured, s3, bucket, topic_name, reader, engine,
                                                         trust):
     secured.create_topic(topic_name, partitions=2)
@@ -75,15 +77,15 @@ def test_sink_over_sasl_ssl_on_both_readers_and_engines(spark, secured, s3, buck
     check_exactly_once(spark, cfg, sent, "json")
 
 
-def test_jks_truststore_is_refused_in_one_line(secured, s3, bucket, topic_name, tmp_path):
+def test_a_jks_truststore_with_a_wrong_password_is_one_line(secured, s3, bucket, topic_name, tmp_path):
     jks = truststore(Path(secured.ca_location), tmp_path / "trust.jks", "JKS", "changeit")
     cfg = secured_config(secured, s3, bucket, topic_name)
     del cfg["kafka.ssl.ca.location"]
-    cfg.update({"kafka.ssl.truststore.location": str(jks), "kafka.ssl.truststore.password": "changeit"})
+    cfg.update({"kafka.ssl.truststore.location": str(jks), "kafka.ssl.truststore.password": "not-it-7Qx"})
     with pytest.raises(ConfigError) as e:
         SinkConfig.from_dict(cfg)
     assert len(str(e.value).splitlines()) == 1 and "kafka.ssl.truststore.location" in str(e.value)
-    assert "JKS trust store, which librdkafka" in str(e.value) and "changeit" not in str(e.value)
+    assert "keytool cannot open" in str(e.value) and "not-it-7Qx" not in str(e.value)
 
 
 def test_dead_letters_restore_and_status_over_sasl_ssl(spark, secured, s3, bucket, topic_name, tmp_path):

@@ -118,13 +118,23 @@ def test_connect_truststore_keys_become_librdkafka_s_ca(tmp_path):
     assert "wrong" not in problems[0][1].replace("wrong password", "")
 
 
-def test_a_jks_truststore_is_refused_for_librdkafka_in_one_line(tmp_path):
-    jks = tmp_path / "truststore.jks"
-    jks.write_bytes(b"\xfe\xed\xfe\xed" + b"\0" * 60)
+def test_a_jks_truststore_reaches_librdkafka_through_keytool(tmp_path):
+    """librdkafka reads no JKS: its certificates are listed by the JDK's keytool into ssl.ca.pem; a store keytool
+    cannot open (a wrong password, not a JKS file) is one line naming the key, never the password."""
+    from lakesink.devstack.tls import make_ca, truststore
+
+    ca = make_ca(tmp_path)
+    jks = truststore(ca.ca_pem, tmp_path / "trust.jks", "JKS", PASSWORD)
     assert store_type(str(jks), None) == "JKS"
-    _conf, problems = librdkafka_options({"ssl.truststore.location": str(jks), "ssl.truststore.password": "x"})
-    assert len(problems) == 1 and "JKS trust store, which librdkafka" in problems[0][1]
-    assert "keytool -importkeystore -deststoretype PKCS12" in problems[0][1]
+    conf, problems = librdkafka_options({"ssl.truststore.location": str(jks), "ssl.truststore.password": PASSWORD})
+    assert not problems and conf["ssl.ca.pem"].startswith("-----BEGIN CERTIFICATE-----")
+    _conf, problems = librdkafka_options({"ssl.truststore.location": str(jks), "ssl.truststore.password": "nope!"})
+    assert problems[0][0] == "kafka.ssl.truststore.location" and "keytool cannot open" in problems[0][1]
+    assert "password was incorrect" in problems[0][1] and "nope!" not in problems[0][1]
+    junk = tmp_path / "junk.jks"
+    junk.write_bytes(b"\xfe\xed\xfe\xed" + b"\0" * 60)
+    _conf, problems = librdkafka_options({"ssl.truststore.location": str(junk), "ssl.truststore.password": "x"})
+    assert len(problems) == 1 and "is a JKS trust store keytool cannot open" in problems[0][1]
 
 
 def test_keystore_keys_for_both_clients(tmp_path):
