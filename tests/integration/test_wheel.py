@@ -132,6 +132,10 @@ def test_wheel_setup_then_sink_sql_and_restore_dry_run(wheel_venv, maven_mirror,
     assert sorted(k.rsplit("+", 1)[1] for k in keys if k.endswith(".json")) == [
         "0000000000.json", "0000000010.json"], keys
 
+    rc, out = _wheel_run(wheel_venv, ["verify", "--config", cfg], cache, tmp_path)  # every object read back
+    assert rc == 0, out[-3000:]
+    assert "2 object(s)" in out and "20 records; no fault" in out, out[-3000:]
+
     rc, out = _wheel_run(wheel_venv, ["--format", "json", *sql], cache, tmp_path)
     assert rc == 0, out[-3000:]
     assert '"n": 20' in out.strip().splitlines()[-1], out[-3000:]
