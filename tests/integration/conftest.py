@@ -142,3 +142,18 @@ def schema_registry_url(schema_registry) -> str:
     """``schema.registry.url`` of the session's Schema Registry."""
     return schema_registry.url
 # ------------------------------------------------------------------------------ end Schema Registry
+
+
+@pytest.fixture(params=["spark", "local"])
+def runner(request, spark):
+    """Each task runner in turn (lakesink.runners): Spark tasks in the test session, then two local worker
+    processes; a test taking it runs once on each."""
+    if request.param == "spark":
+        from lakesink.runners.spark import SparkRunner
+
+        yield SparkRunner(spark)
+        return
+    from lakesink.runners.local import LocalRunner
+
+    with LocalRunner(2) as r:
+        yield r

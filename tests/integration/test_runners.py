@@ -33,19 +33,6 @@ def failing(ids):
         yield pa.RecordBatch.from_pydict({"line": [str(i)]})
 
 
-@pytest.fixture(params=["spark", "local"])
-def runner(request, spark):
-    if request.param == "spark":
-        from lakesink.runners.spark import SparkRunner
-
-        yield SparkRunner(spark)
-        return
-    from lakesink.runners.local import LocalRunner
-
-    with LocalRunner(2) as r:
-        yield r
-
-
 def _id_and_part(line: str) -> str:
     return ":".join(line.split(":")[:2])
 

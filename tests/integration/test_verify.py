@@ -15,19 +15,6 @@ from lakesink.driver.verify import verify
 RECORDS, FLUSH = 40, 10
 
 
-@pytest.fixture(params=["local", "spark"])
-def runner(request, spark):
-    if request.param == "spark":
-        from lakesink.runners.spark import SparkRunner
-
-        yield SparkRunner(spark)
-        return
-    from lakesink.runners.local import LocalRunner
-
-    with LocalRunner(2) as r:
-        yield r
-
-
 @pytest.fixture
 def archived(spark, kafka, s3, bucket, topic_name):
     """A 2-partition topic of 40 keyed records with headers, archived with its keys, headers and metadata side
