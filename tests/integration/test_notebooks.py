@@ -8,7 +8,7 @@ given the test session's broker, S3 endpoint and registry as parameters, the pat
 
 Each run is quiet (issue #28 item 6): its stderr holds no Spark banner, log4j/SLF4J line, progress bar, Python
 traceback or librdkafka line (:func:`support.noise.noise_lines`) -- the session the notebooks get from
-``lakesink.get_spark`` logs to a file; ``LAKESINK_VERBOSE=1`` brings it back (tests/integration/test_quiet.py)."""
+``lakesink.get_spark`` logs to a file; ``LAKESINK_VERBOSE=1`` brings it back (tests/integration/test_quiet_runs.py)."""
 import json
 import os
 import subprocess

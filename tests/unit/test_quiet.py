@@ -1,6 +1,6 @@
 """Issue #28 item 6 without a JVM: the noise predicate the integration tests use (on lines captured from a notebook
 run before the fix), ``$LAKESINK_VERBOSE``, and the settings a local JVM lakesink starts gets
-(:func:`lakesink.runtime.logs.quiet_jvm`). tests/integration/test_quiet.py, test_notebooks.py and
+(:func:`lakesink.runtime.logs.quiet_jvm`). tests/integration/test_quiet_runs.py, test_notebooks.py and
 test_cli_commands.py::test_demo check the real runs."""
 from __future__ import annotations
 
