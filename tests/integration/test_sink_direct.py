@@ -108,7 +108,9 @@ def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
             "keys.format.class": "json", "headers.format.class": "json", "kafka.reader": reader}))
         SinkJob(spark, cfgs[reader]).run_batch(flush_tail=True)
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
-    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"])
+    direct, spark_rows = comparable_rows(rows["direct"]), comparable_rows(rows["spark"])
+    assert direct == spark_rows, [(x.get("object_key"), k, x.get(k), y.get(k)) for x, y in zip(direct, spark_rows)
+                                  for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)][:10]
     objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
     assert len(objects["direct"]) == 12 and objects["direct"] == objects["spark"]  # 3 x value, keys, headers, metadata
 
