@@ -177,3 +177,15 @@ def test_wheel_dev_up_and_down_after_setup(wheel_venv, maven_mirror, tmp_path):
     finally:
         rc, out = _wheel_run(wheel_venv, ["dev", "down"], cache, tmp_path)
     assert (rc, out) == (0, "dev stack stopped\n"), out
+
+
+def test_setup_from_a_checkout_installs_then_finds_both_sets(maven_mirror, tmp_path):
+    """``lakesink setup`` as a checkout runs it (``python -m lakesink.cli``), on a valid mirror: both sets installed
+    and checked, then a second run finds them up to date."""
+    target = tmp_path / "jars"
+    rc, out = run_cli(["setup", "--from", str(maven_mirror), "--dir", str(target)])
+    assert rc == 0, out[-3000:]
+    assert "spark: 18 of 18 files downloaded" in out and "kafka: 46 of 46 files downloaded" in out, out
+    assert sorted(p.name for p in (target / "spark").glob("*.jar")) == sorted(a.name for a in jars.locked("spark"))
+    rc, out = run_cli(["setup", "--from", str(maven_mirror), "--dir", str(target)])
+    assert (rc, out.splitlines()[0]) == (0, f"spark: 18 files up to date in {target / 'spark'}"), out
