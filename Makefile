@@ -30,12 +30,9 @@ bootstrap:
 jars:
 	@FORCE_JARS=1 scripts/bootstrap
 
-# Two pytest runs (unit, then integration tests). pytest exits 5 when it collects nothing, which fails make.
+# One pytest run (unit and integration tests). pytest exits 5 when it collects nothing, which fails make.
 test: bootstrap
-	@# unit tests in processes of their own: a worker that ran an integration file holds a Spark session and
-	@# module state (the run log), and unit tests assume a fresh process
-	rc=0; $(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/unit || rc=$$?; \
-	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/integration || rc=$$?; exit $$rc
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/unit tests/integration
 
 unit: bootstrap
 	$(PYTEST) -q $(PYTEST_ARGS) tests/unit

@@ -152,7 +152,7 @@ def test_setup_is_a_command_with_its_options():
         build_parser().parse_args(["setup", "--from", "/m2", "--maven-url", "http://x"])
 
 
-def test_a_command_missing_the_jars_names_itself_and_setup(tmp_path, monkeypatch, capsys):
+def test_a_command_missing_the_jars_names_itself_and_setup(tmp_path, monkeypatch, capsys, no_active_spark_session):
     from lakesink.cli.main import main
 
     cfg = tmp_path / "job.properties"
