@@ -376,13 +376,14 @@ class TaskParts:
     partitioner_settings: "PartitionerSettings"
     #: a custom ``partitioner.class`` built on the driver (it receives the whole config), or None
     custom_partitioner: Any
-    value_format: "FormatSpec"
     #: every registered format with this config's options: objects an earlier run wrote in another format are
     #: read with these (:meth:`format_spec`)
     format_specs: dict[str, "FormatSpec"]
-    #: the formats side files have (and are read with, whether or not this run stores them)
-    keys_format: "FormatSpec"
-    headers_format: "FormatSpec"
+    #: the value objects' format, and the formats side files have (and are read with, whether or not this run
+    #: stores them): names of :attr:`format_specs`
+    value_format_name: str
+    keys_format_name: str
+    headers_format_name: str
     store_keys: bool
     store_headers: bool
     store_metadata: bool
@@ -396,6 +397,18 @@ class TaskParts:
     transforms: "TransformSpec | None"
     dead_letters: DeadLetterSettings | None
     behavior_on_null_values: str
+
+    @property
+    def value_format(self) -> "FormatSpec":
+        return self.format_specs[self.value_format_name]
+
+    @property
+    def keys_format(self) -> "FormatSpec":
+        return self.format_specs[self.keys_format_name]
+
+    @property
+    def headers_format(self) -> "FormatSpec":
+        return self.format_specs[self.headers_format_name]
 
     def format_spec(self, name: str) -> "FormatSpec":
         """The spec of format ``name`` (any spelling :mod:`lakesink.plugins` knows) with this run's options."""
@@ -428,9 +441,11 @@ def task_parts(cfg: "SinkConfig") -> TaskParts:
                                      cfg.kafka_retry_deadline_ms / 1000.0)
     return TaskParts(
         naming=naming(cfg), rotation=rotation_policy(cfg), partitioner_settings=partitioner_settings(cfg),
-        custom_partitioner=custom_partitioner(cfg), value_format=format_spec(cfg, cfg.format_name),
+        custom_partitioner=custom_partitioner(cfg),
         format_specs={name: format_spec(cfg, name) for name in plugins.names("format")},
-        keys_format=format_spec(cfg, cfg.keys_format_name), headers_format=format_spec(cfg, cfg.headers_format_name),
+        value_format_name=plugins.canonical("format", cfg.format_name),
+        keys_format_name=plugins.canonical("format", cfg.keys_format_name),
+        headers_format_name=plugins.canonical("format", cfg.headers_format_name),
         store_keys=bool(cfg.store_kafka_keys), store_headers=bool(cfg.store_kafka_headers),
         store_metadata=bool(cfg.store_kafka_metadata), value_compression=value_compression(cfg),
         store=store_settings(cfg), value_decoder=decoder_spec(cfg, "value"), key_decoder=decoder_spec(cfg, "key"),

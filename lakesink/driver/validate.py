@@ -237,11 +237,12 @@ def _user_expectations(suite: dict[str, Any]) -> list[Any]:
 
 # ------------------------------------------------------------------------------------------- driver
 
-def manifest_rows(cfg, spark: Any) -> list[dict[str, Any]]:
-    """The rows of job ``cfg.name`` in its manifest, as dicts (none when the table does not exist)."""
+def manifest_rows(cfg, spark: Any, manifest: Any = None) -> list[dict[str, Any]]:
+    """The rows of job ``cfg.name`` in its manifest (``manifest``, else the config's), as dicts (none when the table
+    does not exist)."""
     from lakesink.manifest import queries
 
-    m = wiring.manifest(cfg, spark)
+    m = manifest if manifest is not None else wiring.manifest(cfg, spark)
     if not m.exists():
         return []
     if hasattr(m, "arrow"):

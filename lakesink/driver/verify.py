@@ -86,8 +86,9 @@ class VerifyReport:
 def chain_faults(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Fault], list[PartitionEvidence]]:
     """Offset-chain faults of a job's manifest rows and each partition's evidence (pure: no store, no Spark)."""
     rows = list(rows)
+    ranges = range_frame(rows)
     faults = []
-    for r in range_frame(rows):
+    for r in ranges:
         gap = r["chain_gap"]
         if gap is None or gap == 0:
             continue
@@ -108,7 +109,7 @@ def chain_faults(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Fault], list[P
                                 f"({r.get('record_count')} records) do not fit the commit range"))
     evidence = []
     by: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
-    for r in range_frame(rows):
+    for r in ranges:
         by.setdefault((r["topic"], r["kafka_partition"]), []).append(r)
     for (topic, part), ranges in sorted(by.items()):
         objs = [r for r in objects if (r["topic"], int(r["kafka_partition"])) == (topic, part)]
@@ -136,7 +137,7 @@ def verify(config: Any, *, runner: Any = None, spark: Any = None, deep: bool = T
         raise ManifestError(f"no manifest table at {cfg.manifest_location}: job {cfg.name!r} has not committed "
                             f"anything yet")
     version = manifest.version()
-    rows = manifest_rows(cfg, spark)
+    rows = manifest_rows(cfg, spark, manifest)
     faults, evidence = chain_faults(rows)
     objects = [ArchivedObject.from_row(r) for r in rows if r.get("kind") == "object"]
     objects.sort(key=lambda o: (o.topic, o.kafka_partition, o.first_offset))
