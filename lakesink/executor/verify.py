@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from lakesink.executor.archive_tasks import ObjectReader, arrow_record_schema
 from lakesink.executor.readback import ArchivedObject
+from lakesink.store import strip_etag
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -23,10 +24,6 @@ __all__ = ["VERIFY_DDL", "check_object", "verify_task"]
 VERIFY_DDL = "row string"
 
 
-def _same_etag(a: str | None, b: str | None) -> bool:
-    return (a or "").strip('"') == (b or "").strip('"')
-
-
 def _head_faults(store: Any, key: str, etag: str | None, size: int | None, what: str) -> list[list[str]]:
     """Faults of one stored object against what the manifest recorded (``what``: ``object`` or a side file's view)."""
     info = store.head(key)
@@ -34,7 +31,7 @@ def _head_faults(store: Any, key: str, etag: str | None, size: int | None, what:
     if info is None:
         return [[f"missing-{name}", f"{store.uri(key)}: not in the store ({what})"]]
     out = []
-    if etag and not _same_etag(info.etag, etag):
+    if etag and strip_etag(info.etag) != strip_etag(etag):
         out.append([f"{name}-etag-mismatch", f"{store.uri(key)}: ETag {info.etag} where the manifest recorded "
                                              f"{etag} ({what}: replaced or rewritten since it was committed)"])
     if size is not None and info.size != int(size):
