@@ -36,6 +36,15 @@ def comparable_objects(s3, bucket: str, rows) -> dict[str, bytes]:
     return out
 
 
+def differing_metadata(objects: dict[str, dict[str, bytes]]) -> list:
+    """The decoded record-metadata records that differ between the readers' side files (a failure's clue)."""
+    decoded = {r: {k: list(fastavro.reader(io.BytesIO(v))) for k, v in objs.items() if k.endswith(".metadata.avro")}
+               for r, objs in objects.items()}
+    first, *rest = decoded
+    return [(r, key, i, a, b) for r in rest for key, recs in decoded[first].items()
+            for i, (a, b) in enumerate(zip(recs, decoded[r].get(key, []))) if a != b][:10] or "no record differs"
+
+
 def comparable_rows(rows) -> list[dict]:
     out = []
     for r in rows:
@@ -80,8 +89,9 @@ def test_both_readers_write_identical_archives(spark, kafka, s3, topic_name, fmt
         SinkJob(spark, cfgs[name], runner=engines[name]).run_batch(flush_tail=True)  # ... re-read, then closed
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
     check_chains(rows["direct"], {(topic_name, 0): 140, (topic_name, 1): 140})
-    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"]) == comparable_rows(rows["local"])
     objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
+    assert comparable_rows(rows["direct"]) == comparable_rows(rows["spark"]) == comparable_rows(rows["local"]), \
+        differing_metadata(objects)
     assert len(objects["direct"]) == 16  # 8 values + their .metadata.avro
     assert objects["direct"] == objects["spark"] == objects["local"]
     assert archived_values(spark, cfgs["direct"]) == archived_values(spark, cfgs["spark"])
