@@ -294,6 +294,11 @@ class RestoreRefusedError(RestoreError):
     archives (the feedback loop; ``force`` overrides that one)."""
 
 
+class SchemaCopyError(RestoreRefusedError):
+    """A restore into another Schema Registry refused before producing anything: the target registry would not
+    take a schema copied from the source (incompatible with the subject's versions, or invalid there)."""
+
+
 class InvalidArgumentError(LakesinkError, ValueError):
     """A function was called with an argument it cannot take: a setting out of range, an unknown name,
     records out of offset order. (Also a ValueError, for callers that catch one.)"""
