@@ -29,6 +29,9 @@ record_count``); otherwise :class:`~lakesink.errors.MissingRecordMetadataError` 
 with ``offsets="null"``, the offsets are null): guessing would misplace records and restore progress.
 Timestamps are then null, and a time cut must not fall inside such an object (its manifest
 ``min_timestamp``/``max_timestamp`` decide whether it is wholly in or out).
+
+Size: every view of an object (values, keys, headers, metadata, Block-GZIP ranges) is read here through one
+ETag/count check and one rule for which records a cut admits; split up, readers could disagree on a record.
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ from lakesink.objects.formats.base import RecordView
 from lakesink.manifest.rows import to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
-           "read_records", "read_record_batch", "record_bytes_rules"]
+           "read_records", "read_key_positions", "read_record_batch", "record_bytes_rules"]
 
 FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
           "record_count")
@@ -184,8 +187,6 @@ def iter_objects(rows: Iterable[Any]) -> Iterator[ArchivedObject]:
 # --------------------------------------------------------------------------------------------- records
 
 
-
-
 class RestoredRecord(NamedTuple):
     """One archived Kafka record as bytes (``timestamp_type``: CreateTime / LogAppendTime / NoTimestampType,
     None when the object has no metadata side file)."""
@@ -282,21 +283,14 @@ def _read_side(store, obj: ArchivedObject, view: str) -> tuple[str, bytes]:
     return side["key"], store.read(side["key"], etag=side.get("etag"), version_id=side.get("version_id"))
 
 
-def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
-                  key_decoder: str = "bytes", value_decoder: str | None = None,
-                  offsets: str = "fail") -> "_Columns | None":
-    """What :func:`read_records` reads of one object (same arguments), as Arrow columns; None when the cut
-    takes nothing of it."""
+def _positions(store, obj: ArchivedObject, cut: Cut, overlap: bool | None, offsets: str = "fail"):
+    """Offsets, timestamps (ms), timestamp types of ``obj``'s records (pyarrow, null where unknown) and the positions
+    ``keep`` the cut admits (None: all; ``overlap``: ``cut.object_overlap(obj)``, not False): one rule for all."""
     import numpy as np
     import pyarrow as pa
 
     from lakesink.objects.formats.metadata import timestamp_type_name
 
-    if offsets not in ("fail", "null"):
-        raise InvalidArgumentError(f"offsets must be 'fail' or 'null', not {offsets!r}")
-    overlap = cut.object_overlap(obj)
-    if overlap is False:
-        return None
     md = read_metadata(store, obj)
     n = obj.record_count
     if md is not None:
@@ -332,6 +326,23 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
         keep = [i for i in range(n) if admits(offs_l[i], tss_l[i])]
         if len(keep) == n:
             keep = None
+    return offs, tss, types, keep
+
+
+def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
+                  key_decoder: str = "bytes", value_decoder: str | None = None,
+                  offsets: str = "fail") -> "_Columns | None":
+    """What :func:`read_records` reads of one object (same arguments), as Arrow columns; None when the cut
+    takes nothing of it."""
+    import pyarrow as pa
+
+    if offsets not in ("fail", "null"):
+        raise InvalidArgumentError(f"offsets must be 'fail' or 'null', not {offsets!r}")
+    overlap = cut.object_overlap(obj)
+    if overlap is False:
+        return None
+    offs, tss, types, keep = _positions(store, obj, cut, overlap, offsets)
+    n = obj.record_count
     if keep is not None and getattr(fmt, "has_index", False) and obj.side("index") is not None:
         if not keep:
             return None
@@ -379,6 +390,22 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
     if c.keep is None:
         return [RestoredRecord(topic, part, *r) for r in zip(offs, tss, types, keys, values, headers)]
     return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in c.keep]
+
+
+def read_key_positions(store, obj: ArchivedObject, *, keys_format, cut: Cut = NO_CUT,
+                       key_decoder: str = "bytes") -> tuple[list[int], list[bytes | None]]:
+    """Offsets and key bytes of the records :func:`read_records` (same ``cut``, ``key_decoder``) returns, in order,
+    from the ``.keys`` and ``.metadata.avro`` side files alone: the first pass of ``restore --latest-per-key``."""
+    overlap = cut.object_overlap(obj)
+    if overlap is False:
+        return [], []
+    if keys_format is None or obj.side("keys") is None:
+        raise MissingSideFileError(f"{store.uri(obj.object_key)}: no keys side file in the manifest (archived "
+                                   f"without store.kafka.keys=true): its records' keys are unknown")
+    offs, _tss, _types, keep = _positions(store, obj, cut, overlap)
+    keys, offs_l = _read_keys(store, keys_format, obj, key_decoder), offs.to_pylist()
+    keys = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
+    return (offs_l, keys) if keep is None else ([offs_l[i] for i in keep], [keys[i] for i in keep])
 
 
 def read_record_batch(store, fmt, obj: ArchivedObject, schema: Any, *, keys_format=None, headers_format=None,
