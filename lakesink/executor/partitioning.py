@@ -308,7 +308,7 @@ class PartitionMap:
 
 def _ranges(nums: Iterable[int]) -> str:
     """``0-3,7`` for partition numbers (error messages)."""
-    out: list[str] = []
+    out: list[tuple[int, int]] = []
     for n in sorted(set(nums)):
         if out and out[-1][1] == n - 1:
             out[-1] = (out[-1][0], n)
@@ -434,7 +434,7 @@ class Router:
         import numpy as np
 
         if self.kind != "default":
-            n = len(keys)
+            n = len(keys) if hasattr(keys, "__len__") else sum(1 for _k in keys)
             return np.full(n, self._fixed(source_partition), dtype=np.int32)
         out = default_partitions(keys, self.num_partitions)
         out[out < 0] = source_partition % self.num_partitions
