@@ -169,11 +169,15 @@ class TextOutput(Output):
             self._p(*("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in (head, *rows)))
         at_most = "" if rep.exact else " at most"
         label = "restore" if rep.name is None else f"restore {rep.name!r}"
+        mode = f" ({rep.mode}: it produces at most the records it reads)" if rep.latest_per_key else ""
         if rep.dry_run:
             self._p(f"dry run of {label}: would read {rep.objects} object(s),{at_most} {rep.records} "
-                    f"record(s), {rep.bytes} bytes, into {len(rep.partitions)} partition(s)")
+                    f"record(s), {rep.bytes} bytes, into {len(rep.partitions)} partition(s){mode}")
         else:
-            self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, "
+            left = (f"{rep.superseded} older version(s) left out, "
+                    + (f"{rep.tombstones_dropped} tombstone(s) dropped, " if rep.drop_tombstones else "")
+                    if rep.latest_per_key else "")
+            self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, {left}"
                     f"{len(rep.partitions)} partition(s), {rep.seconds:.1f}s (progress in group {rep.group!r})")
 
     def schema_history(self, r: SchemaHistoryResult) -> None:
@@ -211,7 +215,7 @@ class TextOutput(Output):
             self._p(*(f"  {i.message}" for i in rep.incompatibilities))
 
     def table(self, r: TableResult) -> None:
-        self._p(*aligned(r.columns, [[cell_text(v) for v in row] for row in r.rows]))
+        self._p(*aligned(r.columns, [[display_text(v) for v in row] for row in r.rows]))
         self._p(f"({len(r.rows)} row{'' if len(r.rows) == 1 else 's'})", *r.notes)
 
     def translated(self, r: TranslateResult) -> None:
@@ -263,6 +267,17 @@ class TextOutput(Output):
 
     def data(self, obj: Any) -> None:
         self._p(str(obj))
+
+
+def display_text(v: Any) -> str:
+    """:func:`cell_text` for people: a fractional number rounded to 6 decimals (``1.5699211030000697`` ->
+    ``1.569921``); JSON and CSV keep the exact value."""
+    import decimal
+
+    if isinstance(v, float) and v == v and v not in (float("inf"), float("-inf")) or isinstance(v, decimal.Decimal):
+        text = f"{round(v, 6):.6f}".rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    return cell_text(v)
 
 
 def cell_text(v: Any) -> str:
@@ -353,7 +368,9 @@ def restore_dict(r: RestoreResult) -> dict:
     rep = r.report
     return {"name": rep.name, "group": rep.group, "dry_run": rep.dry_run, "objects": rep.objects,
             "records": rep.records, "records_exact": rep.exact, "bytes": rep.bytes, "produced": rep.produced,
-            "skipped": rep.skipped, "seconds": round(rep.seconds, 3), "partitions": _plain(rep.partitions)}
+            "skipped": rep.skipped, "mode": rep.mode, "superseded": rep.superseded,
+            "tombstones_dropped": rep.tombstones_dropped, "seconds": round(rep.seconds, 3),
+            "partitions": _plain(rep.partitions)}
 
 
 def import_dict(r: ImportResult) -> dict:

@@ -1,4 +1,4 @@
-"""Spark SQL over the manifest: the ``manifest`` table and the views of :mod:`lakesink.manifest.views`.
+"""SQL over the manifest: the ``manifest`` table and the views of :mod:`lakesink.manifest.views`, on Spark or DuckDB.
 
 ``register_views(spark, config)`` registers them as temp views in a session (notebooks then use
 ``spark.sql``); ``sql(spark, config, query)`` returns the query's DataFrame; ``run_query`` collects it for the
@@ -9,6 +9,11 @@ Every name shows the config's job only: the ``manifest`` view is the manifest's 
 (several jobs may share one manifest) and every view reads it; ``metrics`` is filtered the same way.
 ``all_jobs=True`` (``lakesink sql --all-jobs``) shows every job's rows; ``lag`` stays the config's job's (its
 end offsets are the config's topics on the config's broker).
+
+Two engines, one dialect (Spark SQL, as docs/sql.md writes it): a path manifest (delta-rs) is queried in
+DuckDB (:mod:`lakesink.manifest.duck`, no JVM, about a second) unless Spark is asked for; a catalog manifest needs
+Spark. On both, every statement is checked first (:func:`lakesink.manifest.queries.query_statements`): queries
+only, over these names only, so a query cannot read another job's table, a path or a table function.
 """
 from __future__ import annotations
 
@@ -16,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakesink.driver.archive import manifest_frame, query_error_line, resolve_source
-from lakesink.errors import ArchiveQueryError
+from lakesink.errors import ArchiveQueryError, InvalidArgumentError
+from lakesink.manifest.queries import query_statements
 from lakesink.manifest.views import END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, METRICS, VIEWS, needs_broker
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,9 +30,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from lakesink.config import SinkConfig
 
-__all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT"]
+__all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT",
+           "QUERY_NAMES", "ENGINES", "sql_engine", "open_duckdb", "SqlSession", "run_queries"]
 
 DEFAULT_LIMIT = 1000
+#: What a query may read, on either engine.
+QUERY_NAMES = (MANIFEST, END_OFFSETS, METRICS, *VIEWS)
+#: ``lakesink sql --engine``: auto = DuckDB for a path manifest, Spark for a catalog one.
+ENGINES = ("auto", "duckdb", "spark")
 
 
 @dataclass
@@ -117,9 +128,12 @@ def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: A
     tables or columns."""
     from pyspark.errors import AnalysisException, ParseException
 
+    statements = query_statements(query, QUERY_NAMES)
+    if len(statements) > 1:
+        raise ArchiveQueryError(f"query: {len(statements)} statements; this runs one (lakesink sql --file runs several)")
     register_views(spark, config_or_manifest, config=config, with_lag=needs_broker(query), all_jobs=all_jobs)
     try:
-        df = spark.sql(query)
+        df = spark.sql(statements[0])
         df.schema  # analysis is lazy on Spark Connect: fail here, not when collecting
     except (ParseException, AnalysisException) as e:
         raise ArchiveQueryError(f"query: {query_error_line(e)}") from None
@@ -141,3 +155,123 @@ def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, con
     rows = rows[:limit] if truncated else rows
     notes = [f"first {limit} rows shown (--limit)"] if truncated else []
     return QueryResult(list(df.columns), [tuple(r) for r in rows], truncated, notes)
+
+
+def sql_engine(cfg: "SinkConfig", requested: str = "auto") -> str:
+    """``duckdb`` or ``spark``: what runs ``lakesink sql`` for ``cfg``. DuckDB needs a path manifest (and a path
+    metrics table, when there is one); asking for it with a catalog table is a usage error naming the table."""
+    from lakesink.manifest.location import parse_location
+    from lakesink.manifest.metrics import metrics_location
+
+    if requested not in ENGINES:
+        raise InvalidArgumentError(f"--engine {requested!r}: one of {', '.join(ENGINES)}")
+    if requested == "spark":
+        return "spark"
+    metrics = metrics_location(cfg)
+    catalog = cfg.manifest_location if cfg.manifest_engine != "delta-rs" else \
+        metrics if metrics is not None and not parse_location(metrics).is_path else None
+    if catalog is None:
+        return "duckdb"
+    if requested == "duckdb":
+        raise InvalidArgumentError(f"--engine duckdb reads path tables only, and {catalog!r} is a catalog table "
+                                   f"(or manifest.engine=spark): use --engine spark")
+    return "spark"
+
+
+def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = True):
+    """A :class:`lakesink.manifest.duck.DuckViews` of ``cfg``'s path manifest (read by delta-rs), its metrics
+    table and, ``with_lag``, the broker's end offsets: the config's job's rows only unless ``all_jobs``."""
+    import pyarrow as pa
+
+    from lakesink import wiring
+    from lakesink.errors import ManifestError
+    from lakesink.manifest.duck import DuckViews
+    from lakesink.manifest.metrics import MetricsTable, metrics_location
+    from lakesink.manifest.metrics import arrow_schema as metrics_schema
+
+    manifest = wiring.manifest(cfg)
+    if not manifest.exists():
+        raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
+    rows = manifest.scan(job=None if all_jobs else cfg.name)
+    tables = {MANIFEST: rows}
+    loc = metrics_location(cfg)
+    metrics = metrics_schema().empty_table()
+    if loc is not None:
+        try:
+            metrics = MetricsTable(loc, wiring.s3_settings(cfg)).arrow()
+        except Exception as e:  # noqa: BLE001 - as on the Spark route: the views must not depend on it
+            import logging
+
+            logging.getLogger("lakesink.driver.sql").warning(
+                "metrics table %s not readable: %s", loc, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if not all_jobs and metrics.num_rows:
+        import pyarrow.compute as pc
+
+        metrics = metrics.filter(pc.equal(metrics["job"], cfg.name))
+    tables[METRICS] = metrics
+    if with_lag:
+        topics = {t for j, t in zip(rows["job"].to_pylist(), rows["topic"].to_pylist()) if j == cfg.name}
+        schema = pa.schema([(END_OFFSET_COLUMNS[0], pa.string()), (END_OFFSET_COLUMNS[1], pa.string()),
+                            (END_OFFSET_COLUMNS[2], pa.int32()), (END_OFFSET_COLUMNS[3], pa.int64()),
+                            (END_OFFSET_COLUMNS[4], pa.int64())])
+        tables[END_OFFSETS] = pa.Table.from_pylist(
+            [dict(zip(END_OFFSET_COLUMNS, r)) for r in end_offset_rows(cfg, topics)], schema=schema)
+    return DuckViews(tables)
+
+
+class SqlSession:
+    """Several queries on one engine: one DuckDB connection (the broker is asked for end offsets the first time a
+    statement needs ``lag``/``end_offsets``) or one Spark session. ``lakesink sql --file`` and its interactive
+    mode use one; :func:`run_queries` is the one-call form."""
+
+    def __init__(self, cfg: "SinkConfig", *, engine: str = "auto", spark: Any = None, all_jobs: bool = False):
+        self.cfg, self.all_jobs, self.spark = cfg, all_jobs, spark
+        self.engine = sql_engine(cfg, engine)
+        if self.engine == "spark" and spark is None:
+            raise InvalidArgumentError("the Spark route of lakesink sql needs a Spark session")
+        self._db: Any = None
+        self._db_lag = False
+
+    def _duck(self, with_lag: bool):
+        if self._db is None or (with_lag and not self._db_lag):
+            if self._db is not None:
+                self._db.close()
+            self._db = open_duckdb(self.cfg, all_jobs=self.all_jobs, with_lag=with_lag)
+            self._db_lag = with_lag
+        return self._db
+
+    def run(self, text: str, limit: int | None = DEFAULT_LIMIT) -> list[QueryResult]:
+        """Every statement of ``text`` (``;``-separated), in order; at most ``limit`` rows each (None: all).
+        Every statement is checked before the first runs."""
+        statements = query_statements(text, QUERY_NAMES)
+        results = []
+        if self.engine == "duckdb":
+            db = self._duck(any(needs_broker(s) for s in statements))
+            for s in statements:
+                columns, rows, truncated = db.query(s, limit)
+                results.append(QueryResult(columns, rows, truncated,
+                                           [f"first {limit} rows shown (--limit)"] if truncated else []))
+            return results
+        session = self.spark() if callable(self.spark) else self.spark
+        self.spark = session
+        return [run_query(session, self.cfg, s, limit=limit, all_jobs=self.all_jobs) for s in statements]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> "SqlSession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run_queries(cfg: "SinkConfig", text: str, *, engine: str = "auto", spark: Any = None,
+                limit: int | None = DEFAULT_LIMIT, all_jobs: bool = False) -> list[QueryResult]:
+    """Every statement of ``text`` (``;``-separated Spark SQL queries), in order, on one connection or session:
+    DuckDB or Spark as :func:`sql_engine` decides (``spark``: a session or a zero-argument callable returning one,
+    needed only for the Spark route). At most ``limit`` rows each (None: all)."""
+    with SqlSession(cfg, engine=engine, spark=spark, all_jobs=all_jobs) as session:
+        return session.run(text, limit)

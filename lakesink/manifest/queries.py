@@ -6,6 +6,9 @@ timestamps its objects cover and how many objects carry it (issue #11 item 4).
 
 :func:`where_predicate`: a ``--where`` predicate checked to be one boolean expression over the manifest's columns (no
 subquery, set operation, second statement or table reference), as the Spark SQL text to filter with (issue #26).
+
+:func:`query_statements`: ``lakesink sql`` text checked to be queries over the names registered for it (the manifest,
+its views, metrics) and nothing else, one Spark SQL text per statement (issue #31).
 """
 from __future__ import annotations
 
@@ -20,7 +23,11 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
 __all__ = ["HISTORY_COLUMNS", "SchemaHistoryEntry", "schema_history", "row_dicts", "naive_utc", "where_predicate",
-           "PREDICATE_HINT"]
+           "PREDICATE_HINT", "query_statements", "REFUSED_FUNCTIONS"]
+
+#: Spark SQL functions that call into the JVM (any static Java method: environment variables, files): refused in
+#: every user expression, the Spark route would run them on the driver.
+REFUSED_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 
 #: The manifest columns :func:`schema_history` reads (pass them to ``DeltaRsManifest.arrow``).
 HISTORY_COLUMNS = ["topic", "kafka_partition", "kind", "first_offset", "last_offset", "record_count", "object_key",
@@ -121,6 +128,16 @@ def _refusal(node: Any) -> str | None:
         return "a table reference is not allowed"
     if isinstance(node, exp.Query | exp.DerivedTable | exp.With | exp.Selectable):
         return "a subquery is not allowed"
+    return _refused_function(node)
+
+
+def _refused_function(node: Any) -> str | None:
+    from sqlglot import exp
+
+    if isinstance(node, exp.Func):
+        name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+        if name in REFUSED_FUNCTIONS:
+            return f"{name}() is not allowed (it calls Java methods)"
     return None
 
 
@@ -169,3 +186,57 @@ def where_predicate(where: str, label: str = "--where") -> str:
         return tree.sql(dialect=dialect, comments=False, unsupported_level=ErrorLevel.RAISE)
     except UnsupportedError as e:  # pragma: no cover - sqlglot renders what it parsed in the same dialect
         raise refuse(f"cannot be checked ({str(e).splitlines()[0][:200]})") from None
+
+
+def query_statements(text: str, names: Iterable[str]) -> list[str]:
+    """``text`` (one or more Spark SQL statements, ``;``-separated) checked to be queries that read only ``names``
+    (and their own CTEs), as one Spark SQL text per statement, without comments.
+
+    Raises ArchiveQueryError (one line) for a statement that is not a query (``INSERT``, ``DROP``, ``SET``...), a
+    table outside ``names`` (a qualified name, a path such as ``delta.`s3://…```, a table function such as
+    ``read_files(…)``), a function in :data:`REFUSED_FUNCTIONS`, or text that does not parse."""
+    import logging
+
+    from sqlglot import exp, parse
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.errors import ParseError, TokenError
+
+    allowed = {n.lower() for n in names}
+    hint = f"a query reads {', '.join(sorted(allowed))}"
+    sqlglot_log = logging.getLogger("sqlglot")
+    level = sqlglot_log.level
+    sqlglot_log.setLevel(logging.ERROR)  # "unsupported syntax, parsing as a Command": answered below in one line
+    try:
+        # a comment between statements parses as a Semicolon node: nothing to run
+        trees = [t for t in parse(text, dialect=Spark()) if t is not None and not isinstance(t, exp.Semicolon)]
+    except (ParseError, TokenError) as e:
+        first = getattr(e, "errors", None) or [{}]
+        near = first[0].get("highlight") if isinstance(first[0], dict) else None
+        raise ArchiveQueryError("query: [PARSE_SYNTAX_ERROR] Syntax error" + (f" at or near {near!r}" if near else "")
+                                ) from None
+    finally:
+        sqlglot_log.setLevel(level)
+    if not trees:
+        raise ArchiveQueryError("query: the SQL text holds no statement")
+    out = []
+    for i, tree in enumerate(trees, 1):
+        label = "query" if len(trees) == 1 else f"statement {i}"
+        if not isinstance(tree, exp.Query):
+            kind = tree.key.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
+            raise ArchiveQueryError(f"{label}: {kind} is not a query; only SELECT (or WITH ... SELECT) is run ({hint})")
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for node in tree.walk():
+            if isinstance(node, exp.Table):
+                shown = node.sql(dialect="spark")
+                if not isinstance(node.this, exp.Identifier):
+                    raise ArchiveQueryError(f"{label}: the table function {shown} is not allowed ({hint})")
+                if node.args.get("db") is not None or node.args.get("catalog") is not None:
+                    raise ArchiveQueryError(f"{label}: the table {shown} is outside this job's archive ({hint})")
+                if node.name.lower() not in allowed | ctes:
+                    raise ArchiveQueryError(f"{label}: [TABLE_OR_VIEW_NOT_FOUND] the table {node.name!r} is not "
+                                            f"one of this job's ({hint})")
+            why = _refused_function(node)
+            if why:
+                raise ArchiveQueryError(f"{label}: {why}")
+        out.append(tree.sql(dialect="spark", comments=False))
+    return out

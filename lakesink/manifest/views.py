@@ -3,7 +3,8 @@
 Every view reads the temp view :data:`MANIFEST` (the manifest table as registered by
 :func:`lakesink.driver.sql.register_views`); ``lag`` also reads :data:`END_OFFSETS`, the broker's offsets at
 query time (topic, kafka_partition, earliest_offset, end_offset). The SQL is plain Spark SQL so it can be
-copied into a Databricks SQL editor over the same Delta table (add ``WHERE job = '...'`` there: several jobs may
+copied into a Databricks SQL editor over the same Delta table (the DuckDB route runs it transpiled by sqlglot, so
+it keeps to functions both engines have) (add ``WHERE job = '...'`` there: several jobs may
 share one manifest, and :data:`MANIFEST` as registered holds the config's job's rows only, unless ``--all-jobs``).
 
 * ``committed_offsets``: per job/topic/partition the next offset to archive and the last commit time.
@@ -113,7 +114,7 @@ SELECT e.job, e.topic, e.kafka_partition,
        c.last_commit_at, t.last_archived_timestamp,
        CASE WHEN e.end_offset <= coalesce(c.next_offset, e.earliest_offset) THEN 0
             WHEN t.last_archived_timestamp IS NULL THEN NULL
-            ELSE unix_timestamp(current_timestamp()) - unix_timestamp(t.last_archived_timestamp) END AS lag_seconds
+            ELSE unix_seconds(current_timestamp()) - unix_seconds(t.last_archived_timestamp) END AS lag_seconds
 FROM {END_OFFSETS} e
 LEFT JOIN committed_offsets c ON c.job = e.job AND c.topic = e.topic AND c.kafka_partition = e.kafka_partition
 LEFT JOIN last_ts t ON t.job = e.job AND t.topic = e.topic AND t.kafka_partition = e.kafka_partition

@@ -107,7 +107,7 @@ class SqlTransform:
                 import duckdb
             except ImportError:
                 raise InvalidArgumentError("transforms.sql needs the duckdb package on the driver and the "
-                                           "executors (pip install 'lakesink[transforms]')") from None
+                                           "executors (a dependency of lakesink: reinstall lakesink there)") from None
             # one thread: a task slot is one core, and a 10,000-row batch gains nothing from more
             self._con = duckdb.connect(config={"threads": 1})
         self._con.register(TABLE, table)

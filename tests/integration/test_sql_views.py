@@ -3,13 +3,17 @@
 One archive per module: a topic whose partition 0 is written by a transactional producer (aborted
 transactions: markers and aborted records inside committed ranges, and an `advance` row from a range holding
 only those) and whose partition 1 is plain; after the sink, 5 more records wait on partition 1 (lag). Every
-query of docs/sql.md runs as written there. `lakesink sql` runs in process (on the session's Spark: a cold
-Spark subprocess costs ~30 s here); `lakesink status` starts no JVM and runs as a subprocess.
+query of docs/sql.md runs as written there, on both routes of `lakesink sql`: Spark, and DuckDB over the
+delta-rs read of the path manifest (no JVM). `lakesink sql` runs in process (the Spark route on the session's
+Spark: a cold Spark subprocess costs ~30 s here), and once as a subprocess on the DuckDB route with no Spark jars
+to be found; `lakesink status` starts no JVM and runs as a subprocess.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
+import os
 import subprocess
 import sys
 import time
@@ -67,11 +71,14 @@ def archive(spark, kafka, s3, tmp_path_factory):
             "committed": {0: written[1], 1: 12}, "end": {0: 24, 1: 17}, "job": raw["name"]}
 
 
-def run(spark, archive, n: int):
-    from lakesink.driver.sql import run_query
+ENGINES = ("spark", "duckdb")
+
+
+def run_on(spark, archive, n: int, engine: str = "spark"):
+    from lakesink.driver.sql import run_queries
 
     sql = doc_queries()[n][1].replace("'orders'", f"'{archive['topic']}'")
-    res = run_query(spark, archive["cfg"], sql, limit=None)
+    (res,) = run_queries(archive["cfg"], sql, engine=engine, spark=spark, limit=None)
     return [dict(zip(res.columns, r)) for r in res.rows]
 
 
@@ -79,7 +86,9 @@ def test_the_doc_has_ten_numbered_queries():
     assert sorted(doc_queries()) == list(range(1, 11))
 
 
-def test_doc_queries_1_to_5_objects_and_schemas(spark, archive):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_doc_queries_1_to_5_objects_and_schemas(spark, archive, engine):
+    run = functools.partial(run_on, engine=engine)
     total = sum(archive["committed"].values())
     day = run(spark, archive, 1)
     assert {r["kafka_partition"]: r["records"] for r in day} == archive["committed"]
@@ -101,7 +110,9 @@ def test_doc_queries_1_to_5_objects_and_schemas(spark, archive):
     assert len(history) == 1 and history[0]["schema_version"] is None and history[0]["records"] == total
 
 
-def test_doc_queries_6_to_10_offsets_gaps_lag(spark, archive):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_doc_queries_6_to_10_offsets_gaps_lag(spark, archive, engine):
+    run = functools.partial(run_on, engine=engine)
     topic, end = archive["topic"], archive["end"]
     offsets = run(spark, archive, 6)
     assert {(r["topic"], r["kafka_partition"]): r["next_offset"] for r in offsets} == {
@@ -143,8 +154,16 @@ def test_python_api_registers_views_in_the_session(spark, archive):
     assert df.collect()[0]["n"] == 5
 
 
-def test_cli_sql_in_process_text_json_and_bad_sql(spark, archive, capsys):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cli_sql_in_process_text_json_and_bad_sql(spark, archive, capsys, engine):
     f = archive["file"]
+
+    def main(argv):
+        from lakesink.cli.main import main as cli
+
+        i = argv.index("sql") + 1
+        return cli(argv[:i] + ["--engine", engine] + argv[i:])
+
     assert main(["sql", "--config", f, "SELECT topic, kafka_partition, next_offset FROM committed_offsets "
                                        "ORDER BY kafka_partition"]) == 0
     out = capsys.readouterr()
@@ -168,6 +187,27 @@ def test_cli_sql_in_process_text_json_and_bad_sql(spark, archive, capsys):
     assert main(["sql", "--config", f, "SELEC 1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "syntax" in err[0].lower(), err
+    # another bucket's table, by path: refused before either engine sees it
+    assert main(["sql", "--config", f, "SELECT * FROM delta.`s3a://another-bucket/manifest`"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lakesink: error: query: the table delta.`s3a://another-bucket/manifest` is outside this job's "
+                   "archive (a query reads committed_offsets, end_offsets, gaps, lag, manifest, metrics, objects, "
+                   "schema_history)"], err
+
+
+def test_cli_sql_file_runs_every_statement_without_a_jvm(archive, tmp_path):
+    """`lakesink sql --file` on a path manifest: DuckDB, no Spark (the Spark jars are nowhere to be found), every
+    statement's rows in order, JSON one document per statement."""
+    queries = tmp_path / "q.sql"
+    queries.write_text("-- two statements\nSELECT count(*) AS n FROM objects;\n"
+                       "SELECT kafka_partition, next_offset FROM committed_offsets ORDER BY kafka_partition;\n")
+    env = {**os.environ, "LAKESINK_JARS_DIR": str(tmp_path / "no-jars")}
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", "--format", "json", "sql", "--config", archive["file"],
+                        "--file", str(queries)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stdout + r.stderr
+    first, second = (json.loads(line) for line in r.stdout.splitlines())
+    assert first["columns"] == ["n"] and first["rows"][0]["n"] >= 6
+    assert [(x["kafka_partition"], x["next_offset"]) for x in second["rows"]] == [(0, archive["end"][0]), (1, 12)]
 
 
 def test_cli_status_subprocess_healthy_and_past_thresholds(archive, s3):

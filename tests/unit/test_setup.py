@@ -162,7 +162,7 @@ def test_a_command_missing_the_jars_names_itself_and_setup(tmp_path, monkeypatch
     monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "c"))
     monkeypatch.setenv(jars.SET_ENV["spark"], "")
     monkeypatch.setattr(jars, "checkout_dir", lambda: tmp_path / "no-checkout")
-    assert main(["sql", "--config", str(cfg), "SELECT 1"]) == EXIT_UNREACHABLE
+    assert main(["sql", "--config", str(cfg), "--engine", "spark", "SELECT 1"]) == EXIT_UNREACHABLE
     assert capsys.readouterr().err == (
         f"lakesink: error: sql needs the Spark jars (Kafka source, Delta, S3A), not found in "
         f"{tmp_path / 'c' / 'jars' / 'spark'}: run `lakesink setup` to download them (or set $LAKESINK_JARS_DIR)\n")

@@ -1,0 +1,122 @@
+"""`lakesink sql` end to end on a 100k-row manifest: the DuckDB route against the Spark route, same queries.
+
+    flock /tmp/lakesink-spark.lock .venv/bin/python bench/sql.py [--rows 100000] [--out bench/results/sql.md]
+
+Writes a local path manifest of ``--rows`` object rows (delta-rs, 20 commits, 8 topics x 12 partitions, another
+job's rows beside them), then runs every docs/sql.md query except 9 (``lag`` asks a broker; there is none here)
+as its own `lakesink sql` process, the way a user types it: each process pays its own start-up. Spark runs with
+``--engine spark`` (a cold local Spark per query, as before this route existed); once more for the Spark route
+as one `--file` process holding all the queries, which is the fairest Spark can do. Prints seconds per query and
+the ratio Spark / DuckDB, measured in this run; the issue's target is <= 2 s per DuckDB query.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 2.0
+
+
+def write_manifest(location: str, rows: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    from lakesink.manifest.deltars import DeltaRsManifest
+    from lakesink.manifest.rows import SideFile, object_row
+
+    m = DeltaRsManifest(location)
+    m.ensure()
+    per_commit = rows // 20
+    next_offset: dict[tuple[str, int], int] = {}
+    base_ms = int(time.time() * 1000) - 86_400_000
+    n = 0
+    for batch in range(20):
+        out = []
+        for _ in range(per_commit):
+            topic, part = f"orders-{n % 8}", (n // 8) % 12
+            first = next_offset.get((topic, part), 0)
+            last = first + 999
+            next_offset[(topic, part)] = last + 1
+            key = f"topics/{topic}/partition={part}/{topic}+{part}+{first:010d}.json"
+            out.append(object_row(topic, part, first, last, first_offset=first, last_offset=last, record_count=1000,
+                                  encoded_partition=f"partition={part}", object_key=key, object_uri=f"s3://b/{key}",
+                                  side_files=(SideFile("metadata", key[:-5] + ".metadata.avro", None, None, 900),),
+                                  format="json", compression=None, size_bytes=200_000 + n % 5000, etag=f"{n:032x}",
+                                  version_id=None, min_timestamp_ms=base_ms + n * 800, max_timestamp_ms=base_ms + n * 800 + 700))
+            n += 1
+        m.commit("bench", batch, f"run-{batch}", out)
+    m.commit("another-job", 0, "other", out[:1000])
+
+
+def doc_queries() -> dict[int, str]:
+    text = (ROOT / "docs" / "sql.md").read_text()
+    found = re.findall(r"^### (\d+)\. (.+?)\n\n```sql\n(.*?)```", text, re.S | re.M)
+    return {int(n): sql.strip().replace("'orders'", "'orders-0'") for n, _t, sql in found if int(n) != 9}
+
+
+def timed(argv: list[str]) -> float:
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", *argv], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="lakesink-bench-sql-"))
+    location = str(work / "manifest")
+    t0 = time.monotonic()
+    write_manifest(location, args.rows)
+    print(f"manifest: {args.rows} object rows written in {time.monotonic() - t0:.1f} s ({location})", flush=True)
+    cfg = work / "job.properties"
+    cfg.write_text("name=bench\ntopics=orders-0\nformat.class=json\nflush.size=1000\ns3.bucket.name=bench-bucket\n"
+                   "s3.region=us-east-1\nstore.url=http://127.0.0.1:1\naws.access.key.id=x\naws.secret.access.key=x\n"
+                   f"manifest.location={location}\nkafka.bootstrap.servers=127.0.0.1:1\nmetrics.location=none\n")
+    queries = doc_queries()
+    results = []
+    for n, q in queries.items():
+        duck = [timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", q]) for _ in range(3)]
+        spark = timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0", q])
+        results.append((n, statistics.median(duck), spark))
+        print(f"query {n:2d}: duckdb {statistics.median(duck):5.2f} s (median of 3)  spark {spark:6.2f} s  "
+              f"ratio {spark / statistics.median(duck):5.1f}x", flush=True)
+    qfile = work / "all.sql"
+    qfile.write_text(";\n".join(queries.values()) + ";\n")
+    duck_all = timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", "--file", str(qfile)])
+    spark_all = timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0", "--file", str(qfile)])
+    worst = max(d for _n, d, _s in results)
+    lines = [
+        f"# lakesink sql: DuckDB route vs Spark route ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"`bench/sql.py`: {args.rows:,} object rows in a local path manifest (delta-rs, 21 commits, another job's rows "
+        f"beside them); each docs/sql.md query (9 left out: it asks a broker) as its own `lakesink sql` process. "
+        f"{platform.machine()}, {os.cpu_count()} cpu(s), Python {platform.python_version()}.",
+        "",
+        "| query | DuckDB s (median of 3) | Spark s (cold) | Spark / DuckDB |",
+        "|---|---|---|---|",
+        *(f"| {n} | {d:.2f} | {s:.2f} | {s / d:.1f}x |" for n, d, s in results),
+        f"| all 9 in one `--file` process | {duck_all:.2f} | {spark_all:.2f} | {spark_all / duck_all:.1f}x |",
+        "",
+        f"Slowest DuckDB query: {worst:.2f} s end to end (target <= {TARGET_S:.0f} s: "
+        f"{'met' if worst <= TARGET_S else 'missed'}).",
+    ]
+    print("\n".join(lines))
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

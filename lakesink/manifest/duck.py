@@ -1,0 +1,91 @@
+"""The manifest and its views in DuckDB: SQL over a path manifest in about a second, without a JVM.
+
+The tables are Arrow tables handed in (the job's manifest rows as delta-rs reads them, the metrics table, the
+broker's end offsets), registered under the names the Spark route uses (:mod:`lakesink.manifest.views`); the
+views are the same Spark SQL, transpiled to DuckDB's dialect by sqlglot, and so is every user query. One
+dialect for users (Spark SQL, as docs/sql.md writes it), two engines.
+
+Nothing but those tables is reachable from a query: only the job's rows are handed in (``--all-jobs`` hands in
+every job's), :func:`lakesink.manifest.queries.query_statements` refuses any other table or a table function,
+and before the first user query the connection is locked: no file, network or extension access, no Python
+variables scanned by name, settings frozen. The S3 credentials never enter DuckDB (delta-rs read the table).
+
+Timestamps are UTC: the Arrow columns are UTC and the connection's time zone is UTC (``current_date()`` is
+today in UTC); results come back as naive UTC datetimes, as the Spark route gives them on a UTC cluster.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any, Mapping
+
+from lakesink.errors import ArchiveQueryError
+from lakesink.manifest.views import VIEWS
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = ["DuckViews", "to_duckdb"]
+
+# Applied before the lock, in this order; enable_external_access must come after anything that needs files.
+_LOCKDOWN = ("SET TimeZone = 'UTC'", "SET python_enable_replacements = false", "SET autoinstall_known_extensions = false",
+             "SET autoload_known_extensions = false", "SET enable_external_access = false", "SET lock_configuration = true")
+
+
+def to_duckdb(spark_sql: str) -> str:
+    """One Spark SQL statement in DuckDB's dialect (sqlglot)."""
+    import sqlglot
+
+    return sqlglot.transpile(spark_sql, read="spark", write="duckdb")[0]
+
+
+def _python_value(v: Any) -> Any:
+    # DuckDB hands TIMESTAMP WITH TIME ZONE back as aware datetimes; the Spark route gives naive ones
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return v
+
+
+class DuckViews:
+    """An in-memory DuckDB connection holding ``tables`` (name -> Arrow table) and the views over them; ``lag`` is
+    created only when ``end_offsets`` is among the tables. Locked once built (see the module docstring)."""
+
+    def __init__(self, tables: Mapping[str, "pa.Table"]):
+        import duckdb
+
+        self.names = list(tables)
+        self._con = duckdb.connect(":memory:")
+        for name, table in tables.items():
+            self._con.register(f"{name}__arrow", table)
+            self._con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "{name}__arrow"')
+        for name, text in VIEWS.items():
+            if name == "lag" and "end_offsets" not in tables:
+                continue
+            self._con.execute(f'CREATE VIEW "{name}" AS {to_duckdb(text)}')
+            self.names.append(name)
+        for statement in _LOCKDOWN:
+            self._con.execute(statement)
+
+    def query(self, spark_sql: str, limit: int | None = None) -> tuple[list[str], list[tuple], bool]:
+        """``(columns, rows, truncated)`` of one checked Spark SQL query, at most ``limit`` rows (None: all).
+
+        Raises ArchiveQueryError (one line) for what DuckDB refuses (unknown column, type error)."""
+        import duckdb
+
+        try:
+            cur = self._con.execute(to_duckdb(spark_sql))
+            rows = cur.fetchmany(limit + 1) if limit is not None else cur.fetchall()
+            columns = [d[0] for d in cur.description]
+        except duckdb.Error as e:
+            raise ArchiveQueryError(f"query: {str(e).splitlines()[0]}") from None
+        truncated = limit is not None and len(rows) > limit
+        rows = rows[:limit] if truncated else rows
+        return columns, [tuple(_python_value(v) for v in r) for r in rows], truncated
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> "DuckViews":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
