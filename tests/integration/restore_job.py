@@ -2,7 +2,7 @@
 process, SIGKILLed by itself at FAULT: ``none``; ``mid:N`` (in the N-th transaction, once two of its records are
 on the broker, uncommitted); ``between:N`` (right after the N-th commit). SPEC is a JSON file: the sink config
 the objects were archived with, their manifest rows (ManifestRow.to_json), the restore name, destination and
-producer settings. Prints one JSON line with the result when it finishes."""
+producer settings, and optional restore_partition keyword ``options``. Prints one JSON line with the result when it finishes."""
 import dataclasses
 import json
 import os
@@ -37,7 +37,8 @@ def main(spec_path: str, fault: str) -> None:
     result = restore_partition(
         spec["name"], spec["topic"], spec["partition"], objects, open_store(wiring.store_settings(cfg)),
         wiring.value_format(cfg), spec["producer"], keys_format=wiring.keys_format(cfg),
-        headers_format=wiring.headers_format(cfg), records_per_txn=spec["records_per_txn"], on_event=on_event)
+        headers_format=wiring.headers_format(cfg), records_per_txn=spec["records_per_txn"], on_event=on_event,
+        **spec.get("options", {}))
     print(json.dumps({k: v for k, v in dataclasses.asdict(result).items() if k != "events"}), flush=True)
 
 
