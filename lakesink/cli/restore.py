@@ -22,6 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to-offset", type=int, default=None, help="last source offset (inclusive, every partition)")
     p.add_argument("--from-time", default=None, help="first record timestamp, ISO-8601 (UTC without a zone)")
     p.add_argument("--to-time", default=None, help="last record timestamp, ISO-8601 (inclusive)")
+    p.add_argument("--latest-per-key", action="store_true",
+                   help="produce only the last selected record of each key of each source partition, in source-offset "
+                        "order (a compacted topic's latest state; tombstones kept); the archive must hold the keys "
+                        "(store.kafka.keys=true)")
+    p.add_argument("--drop-tombstones", action="store_true",
+                   help="with --latest-per-key: leave out a key whose last record is a tombstone (null value)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the objects, records and bytes the restore would read (from the manifest alone)")
     p.add_argument("--name", default=None,
@@ -55,7 +61,11 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     from lakesink.driver.restore import restore
 
     from lakesink.driver.preflight import check_broker, check_stores
+    from lakesink.errors import InvalidArgumentError
 
+    if args.drop_tombstones and not args.latest_per_key:
+        raise InvalidArgumentError("--drop-tombstones needs --latest-per-key (a restore of every record keeps its "
+                                   "tombstones)")
     cfg = load_config(args.config)
     # sink's preflight, before the manifest read (whose own error would not say what is missing): missing S3
     # credentials exit 3; a dead S3 endpoint, a refused Kafka login, an untrusted certificate, a broker that does
@@ -67,5 +77,5 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     report = restore(lambda: session(cfg, args.master), cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
                      from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                      to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force,
-                     again=args.again)
+                     again=args.again, latest_per_key=args.latest_per_key, drop_tombstones=args.drop_tombstones)
     return RestoreResult(report=report)

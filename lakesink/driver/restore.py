@@ -29,6 +29,11 @@ one, or an overlapping selection (only the new records are produced). Two cases 
 produced, naming the earlier restore, unless ``again`` (``--again``: produce them again, duplicates and all):
 the selection reaches offsets an earlier restore may have produced only in part (its ``--where`` chose some of
 the objects whose offsets interleave there), or offsets that a restore with another ``name`` recorded.
+
+**Latest per key** (``latest_per_key``): each worker produces only the last selected record of each key of its
+source partition (:mod:`lakesink.executor.latest`; tombstones too, unless ``drop_tombstones``). The keys come
+from the ``.keys`` side files, so a selection with an object archived without one (``store.kafka.keys=false``)
+is refused before anything is read, dry run included (exit 2).
 """
 from __future__ import annotations
 
@@ -47,20 +52,23 @@ from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreEr
 from lakesink.executor.coverage import Coverage, Interval, SourceCoverage, merge
 from lakesink.executor.readback import ArchivedObject, Cut
 from lakesink.executor.restore_progress import check_group_idle, group_coverages, progress_group
+from lakesink.executor.restore import clusters
 from lakesink.executor.restore import dry_run as summarize
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["PartitionRestore", "RestoreReport", "restore", "plan_partitions", "parse_time", "destination_topic",
-           "archived_topics", "unselected_spans", "overlap_refusal", "unrestored", "run_failure"]
+           "archived_topics", "unselected_spans", "overlap_refusal", "unrestored", "check_keys_stored", "latest_reads",
+           "run_failure"]
 
 
 @dataclass
 class PartitionRestore:
     """One destination partition: what the manifest says it holds (``objects``, ``records``, ``bytes``; with
     ``exact`` False the records are an upper bound) and, after a run, what the worker did: ``produced``
-    records, ``skipped`` (records read but already in the destination from an earlier restore), ``resumed_from``
+    records, ``skipped`` (records read but already in the destination from an earlier restore), with latest per
+    key ``superseded`` (older versions of a key left out) and ``tombstones_dropped``, ``resumed_from``
     (one past the highest source offset earlier restores recorded, None: none), ``next_offset`` (the same after
     this run)."""
 
@@ -78,6 +86,8 @@ class PartitionRestore:
     resumed_from: int | None = None
     next_offset: int | None = None
     seconds: float = 0.0
+    superseded: int = 0
+    tombstones_dropped: int = 0
 
 
 @dataclass
@@ -89,6 +99,24 @@ class RestoreReport:
     dry_run: bool
     partitions: list[PartitionRestore] = field(default_factory=list)
     seconds: float = 0.0
+    latest_per_key: bool = False
+    drop_tombstones: bool = False
+
+    @property
+    def mode(self) -> str:
+        """What the restore produces: ``every record``, ``latest per key`` or ``latest per key, no tombstones``
+        (with latest per key, a dry run's ``records`` is what it reads: an upper bound of what it produces)."""
+        if not self.latest_per_key:
+            return "every record"
+        return "latest per key, no tombstones" if self.drop_tombstones else "latest per key"
+
+    @property
+    def superseded(self) -> int:
+        return sum(p.superseded for p in self.partitions)
+
+    @property
+    def tombstones_dropped(self) -> int:
+        return sum(p.tombstones_dropped for p in self.partitions)
 
     @property
     def objects(self) -> int:
@@ -245,6 +273,31 @@ def unrestored(objs: list[ArchivedObject], cut: Cut, done: SourceCoverage) -> li
                                     done.holds(o.first_offset, o.last_offset, o.min_timestamp_ms, o.max_timestamp_ms))]
 
 
+def check_keys_stored(objects: list[ArchivedObject]) -> None:
+    """Refuse a latest-per-key restore of objects archived without their keys (no ``.keys`` side file)."""
+    keyless = [o for o in objects if o.side("keys") is None]
+    if keyless:
+        raise InvalidArgumentError(
+            f"--latest-per-key needs each record's key, and {len(keyless)} selected object(s) were archived without "
+            f"a keys side file (store.kafka.keys=false), e.g. {keyless[0].object_key} ({keyless[0].topic}-"
+            f"{keyless[0].kafka_partition}@{keyless[0].first_offset}..{keyless[0].last_offset}): restore without "
+            f"--latest-per-key, or narrow --where to objects archived with keys; nothing was read")
+
+
+def latest_reads(objs: list[ArchivedObject], cut: Cut, done: SourceCoverage) -> list[ArchivedObject]:
+    """The objects of ``objs`` (one source partition) a latest-per-key restore reads: from the first commit
+    group of objects not wholly in the destination (``done``) on, covered or not (a later version of a key
+    supersedes an earlier record wherever it is); the covered groups before it are skipped unread."""
+    out: list[ArchivedObject] = []
+    for cluster in clusters(sorted(objs, key=lambda o: (o.first_offset, o.last_offset))):
+        members = [o for o in cluster if cut.object_overlap(o) is not False]
+        if out or not all(cut.object_overlap(o) is True and done.holds(o.first_offset, o.last_offset,
+                                                                      o.min_timestamp_ms, o.max_timestamp_ms)
+                          for o in members):
+            out += members
+    return out
+
+
 def run_failure(cause: str, name: str | None) -> RestoreError:
     """The error of a restore whose task failed with ``cause`` (the task's own error line): a fencing by a newer
     restore into the same partition is :class:`RestoreFencedError` (exit 4, like the sink's lost race)."""
@@ -287,7 +340,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             from_time: Any = None, to_time: Any = None, dry_run: bool = False, name: str | None = None,
             force: bool = False, manifest: Any = None, producer_config: Mapping[str, Any] | None = None,
             records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0,
-            runner: Any = None) -> RestoreReport:
+            runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -297,8 +350,13 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     ``to_time`` (ISO-8601, UTC when no zone; inclusive; CreateTime of the records) cut inside objects.
     ``spark``: a session or a zero-argument callable returning one; ``runner``: what runs the restore's tasks
     (:mod:`lakesink.runners`; default Spark, in that session). ``producer_config``: librdkafka settings
-    added to the config's ``kafka.*`` ones (security, ``bootstrap.servers`` of another cluster, ...)."""
+    added to the config's ``kafka.*`` ones (security, ``bootstrap.servers`` of another cluster, ...).
+    ``latest_per_key``: only the last selected record of each key of each source partition, in source-offset
+    order (as of the selection's end), tombstones kept unless ``drop_tombstones`` (see the module docstring)."""
     t0 = time.monotonic()
+    if drop_tombstones and not latest_per_key:
+        raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
+                                   "restore of every record keeps its tombstones")
     if (to_topic is None) == (topic_map is None):
         raise InvalidArgumentError("give exactly one of to_topic or topic_map")
     if topic_map is not None and (len(topic_map) != 2 or not all(isinstance(x, str) for x in topic_map)):
@@ -318,12 +376,15 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     if name is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
         raise InvalidArgumentError(f"restore name {name!r}: use letters, digits, '.', '_' and '-' (it names a "
                                    f"consumer group and transactional ids)")
-    report = RestoreReport(name=name, group=progress_group(name), dry_run=dry_run)
+    report = RestoreReport(name=name, group=progress_group(name), dry_run=dry_run, latest_per_key=latest_per_key,
+                           drop_tombstones=drop_tombstones)
 
     objects, left_out = split_objects(session, cfg, manifest, where)
     holes = unselected_spans(left_out)
     planned = plan_partitions(objects, to_topic, topic_map, cut)
     report.partitions = [p for p, _objs in planned]
+    if latest_per_key:
+        check_keys_stored([o for _p, objs in planned for o in objs])
     _check_feedback(session, cfg, manifest, {p.topic for p in report.partitions}, force)
     if dry_run or not report.partitions:
         report.seconds = time.monotonic() - t0
@@ -351,8 +412,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                                    if (p.topic, p.partition) in c}, report.group)
             if why:
                 raise RestoreRefusedError(why)
-        to_read = [o for p, objs in planned for o in unrestored(objs, cut, own.get((p.topic, p.partition), Coverage())
-                                                                  .source(p.source_topic, p.source_partition))]
+        reads = latest_reads if latest_per_key else unrestored
+        to_read = [o for p, objs in planned for o in reads(objs, cut, own.get((p.topic, p.partition), Coverage())
+                                                             .source(p.source_topic, p.source_partition))]
     parts = wiring.task_parts(cfg)  # what the tasks get in place of the config
     _check_objects(open_store(parts.store), to_read)
 
@@ -360,6 +422,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                           tuple(holes.get((p.source_topic, p.source_partition), ())))
              for p, objs in planned]
     options: dict[str, Any] = {"timeout_s": timeout_s, "again": again}
+    if latest_per_key:
+        options.update(latest_per_key=True, drop_tombstones=drop_tombstones)
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
     if runner is None:
@@ -378,7 +442,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         p = report.partitions[res["id"]]
         p.produced, p.transactions = res["produced"], res["transactions"]
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]
-        p.skipped = res["skipped"]
+        p.skipped, p.superseded, p.tombstones_dropped = res["skipped"], res["superseded"], res["tombstones_dropped"]
     report.seconds = time.monotonic() - t0
     return report
 

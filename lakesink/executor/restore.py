@@ -20,6 +20,16 @@ Hazards the worker guards against (seen on a real broker):
   this broker): such a record fails the restore with one line naming it, before it is produced;
 - a stable offset read right after a commit can answer ``UNSTABLE_OFFSET_COMMIT`` for about a second.
 
+**Latest per key** (``latest_per_key``, :mod:`lakesink.executor.latest`): the worker reads its source partition's
+selection twice, in source-offset order: first the keys and offsets alone (the ``.keys`` and ``.metadata.avro``
+side files, :func:`~lakesink.executor.readback.read_key_positions`), then the records, producing only each key's
+last record (a tombstone too, unless ``drop_tombstones``). The records left out as older versions (and dropped
+tombstones) are part of what the run covers: its progress claims every selected offset up to the last record
+it produced, as for a plain restore, so a rerun produces nothing more and a killed run's rerun produces each
+kept record once. Only later records can supersede a record, so the first pass may skip the objects the
+progress already holds up to the first one it does not (a resumed run scans from there on); after that it reads
+every selected object's keys, covered or not (an already restored later version still supersedes).
+
 Transactions close every ``records_per_txn`` records or ``bytes_per_txn`` bytes (key + value + headers),
 whichever comes first, and at the end. Records without a timestamp are produced without one (the
 producer's clock). :func:`dry_run` is the plan from manifest rows alone. No Spark here: the driver runs
@@ -31,19 +41,21 @@ import datetime as dt
 import heapq
 import logging
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError,
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
 from lakesink.executor.coverage import Interval, intersect, merge
-from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_records
+from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
+from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_key_positions, read_records
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress)
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
            "transactional_id", "transactional_producer_config", "RestoreSummary", "RestoreResult", "dry_run",
-           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition"]
+           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters"]
 
 log = logging.getLogger("lakesink.executor.restore")
 
@@ -105,10 +117,13 @@ def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT) -> RestoreSumm
 @dataclass
 class RestoreResult:
     """What one worker did: records produced, transactions committed, the progress it resumed from (None: a
-    fresh start) and the next source offset it committed."""
+    fresh start) and the next source offset it committed; with ``latest_per_key``, the records left out as older
+    versions of their key (``superseded``) and the tombstones dropped (``tombstones_dropped``)."""
 
     produced: int = 0
     skipped: int = 0
+    superseded: int = 0
+    tombstones_dropped: int = 0
     transactions: int = 0
     resumed_from: int | None = None
     next_offset: int | None = None
@@ -205,6 +220,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       records_per_txn: int = DEFAULT_RECORDS_PER_TXN, bytes_per_txn: int = DEFAULT_BYTES_PER_TXN,
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
+                      latest_per_key: bool = False, drop_tombstones: bool = False,
                       on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
@@ -216,7 +232,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``commit_per_object``, and at the end (a last transaction may carry progress only). ``on_event(point,
     info)`` is called at ``begin`` (a transaction opens), ``produced`` (after each record is handed to the
     producer; ``info`` has ``producer``, ``offset``, ``in_txn``) and ``committed`` (``next_offset``): tests use
-    it to kill the worker at those points.
+    it to kill the worker at those points. ``latest_per_key``: only each key's last selected record is produced
+    (``drop_tombstones``: not when it is a tombstone); see the module docstring.
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -225,6 +242,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
 
     if records_per_txn < 1 or bytes_per_txn < 1:
         raise InvalidArgumentError("records_per_txn and bytes_per_txn must be >= 1")
+    if drop_tombstones and not latest_per_key:
+        raise InvalidArgumentError("drop_tombstones needs latest_per_key (a plain restore keeps every record)")
     t0 = time.monotonic()
     objs = sorted(objects, key=lambda o: (o.first_offset, o.last_offset))
     sources = {(o.topic, o.kafka_partition) for o in objs}
@@ -295,16 +314,39 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             coverage, mine = updated, now
             emit("committed", {"next_offset": offset})
 
-        for cluster in _clusters(objs):
+        groups = clusters(objs)
+        latest, kept, scanned = None, [], {}
+        if latest_per_key:  # first pass: every key's last record (see the module docstring)
+            latest = LatestPerKey(f"{src_topic}-{src_part}", drop_tombstones)
+            prefix = not again
+            for ci, cluster in enumerate(groups):
+                members = [o for o in cluster if cut.object_overlap(o) is not False]
+                if prefix and all(_held(mine, o, cut) for o in members):
+                    continue  # covered, and nothing before it left to supersede: the second pass skips it too
+                prefix = False
+                pos = [read_key_positions(store, o, keys_format=keys_format, cut=cut, key_decoder=key_decoder)
+                       for o in members]
+                merged = pos[0] if len(pos) == 1 else _merge_positions(pos)
+                latest.scan(*merged)
+                scanned[ci] = len(merged[0])
+            kept = latest.kept_offsets()
+
+        for ci, cluster in enumerate(groups):
             c_lo, c_hi = cluster[0].first_offset, max(o.last_offset for o in cluster)
             check = not again and mine.touches(c_lo, c_hi)
-            reads = []
-            for obj in cluster:
-                inside = cut.object_overlap(obj)
-                if inside is False:
+            members = [o for o in cluster if cut.object_overlap(o) is not False]
+            if latest is not None:
+                if ci not in scanned or (check and all(_held(mine, o, cut) for o in members)):
+                    result.skipped += sum(o.record_count for o in members)  # already there: not even read
                     continue
-                if check and inside is True and mine.holds(obj.first_offset, obj.last_offset, obj.min_timestamp_ms,
-                                                           obj.max_timestamp_ms):
+                k = bisect_left(kept, c_lo)
+                if k == len(kept) or kept[k] > c_hi:
+                    result.superseded += scanned[ci]  # every record an older version of its key: not read
+                    continue
+            reads = []
+            for obj in members:
+                # (latest per key: records of one offset are counted across the cluster's objects, so all are read)
+                if latest is None and check and _held(mine, obj, cut):
                     result.skipped += obj.record_count  # already there, every record: not even read
                     continue
                 reads.append(read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format,
@@ -316,8 +358,15 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 continue
             now_ms = int(time.time() * 1000)
             for i, r in enumerate(records):
+                verdict = KEEP if latest is None else latest.verdict(r.offset, r.key, r.value)
                 if check and mine.covers(r.offset, r.timestamp):
                     result.skipped += 1
+                    continue
+                if verdict is not KEEP:
+                    if verdict is TOMBSTONE:
+                        result.tombstones_dropped += 1
+                    else:
+                        result.superseded += 1
                     continue
                 if r.timestamp is not None and r.timestamp > now_ms + max_future_ms:
                     txn.abort()
@@ -374,7 +423,20 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     return result
 
 
-def _clusters(objs: list[ArchivedObject]) -> list[list[ArchivedObject]]:
+def _held(mine, obj: ArchivedObject, cut: Cut) -> bool:
+    """Whether every record of ``obj`` inside ``cut`` is already in the destination (``mine``: a SourceCoverage)."""
+    return cut.object_overlap(obj) is True and mine.holds(obj.first_offset, obj.last_offset, obj.min_timestamp_ms,
+                                                          obj.max_timestamp_ms)
+
+
+def _merge_positions(pos: list[tuple[list[int], list]]) -> tuple[list[int], list]:
+    """Several objects' (offsets, keys) in one offset order, ties in object order (as ``heapq.merge`` of their
+    records in the second pass)."""
+    merged = list(heapq.merge(*(zip(o, k) for o, k in pos), key=lambda x: x[0]))
+    return [m[0] for m in merged], [m[1] for m in merged]
+
+
+def clusters(objs: list[ArchivedObject]) -> list[list[ArchivedObject]]:
     """Objects (sorted by first offset) in runs whose offset spans overlap: each run is read as one."""
     out: list[list[ArchivedObject]] = []
     reach = -1
