@@ -88,21 +88,69 @@ def select_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, wher
     return split_objects(spark, cfg, manifest, where)[0]
 
 
-def split_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any,
+#: The manifest columns an :class:`ArchivedObject` is built from.
+OBJECT_COLUMNS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
+                  "record_count", "side_files", "format", "compression", "size_bytes", "schema_id", "min_timestamp",
+                  "max_timestamp", "kind")
+
+
+def split_objects(spark: "SparkSession | None", cfg: "SinkConfig", manifest: Any,
                   where: str | None = None) -> tuple[list[ArchivedObject], list[ArchivedObject]]:
     """:func:`select_objects`' objects, and the job's objects ``where`` left out, from one read of the manifest
-    (the predicate evaluated as a column: NULL counts as not selected)."""
-    from pyspark.errors import AnalysisException, ParseException
-    from pyspark.sql import functions as F
-
+    (the predicate evaluated as a column: NULL counts as not selected). A path manifest (delta-rs) is filtered in
+    DuckDB (no JVM; ``spark`` unused); a catalog manifest by Spark."""
     from lakesink.manifest.queries import where_predicate
 
     # checked before the manifest is read: a refused predicate touches nothing
     predicate = where_predicate(where) if where is not None and where.strip() else None
+    if hasattr(manifest, "scan"):
+        return _split_in_duckdb(cfg, manifest, predicate, where)
+    return _split_in_spark(spark, cfg, manifest, predicate, where)
+
+
+def _split_in_duckdb(cfg: "SinkConfig", manifest: Any, predicate: str | None,
+                     where: str | None) -> tuple[list[ArchivedObject], list[ArchivedObject]]:
+    from lakesink.manifest.duck import DuckViews
+
+    if not manifest.exists():
+        raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
+    chosen = "true" if predicate is None else f"coalesce(({predicate}), false)"
+    query = f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM manifest WHERE kind = 'object'"
+    with DuckViews({"manifest": manifest.scan(job=cfg.name)}) as db:
+        try:
+            if predicate is not None:
+                (_name, kind), = db.column_types(f"SELECT ({predicate}) AS p FROM manifest")
+                if kind not in ("BOOLEAN", '"NULL"', "NULL"):
+                    raise ArchiveQueryError(f"--where {where!r}: is a {spark_type_name(kind)}, not a boolean "
+                                            f"expression over the manifest's columns")
+            columns, rows, _ = db.query(query)
+        except ArchiveQueryError as e:
+            if str(e).startswith("--where"):
+                raise
+            raise ArchiveQueryError(f"--where {where!r}: {str(e).removeprefix('query: ')}") from None
+    dicts = [dict(zip(columns, r)) for r in rows]
+    return (list(iter_objects(d for d in dicts if d["lakesink_selected"])),
+            list(iter_objects(d for d in dicts if not d["lakesink_selected"])))
+
+
+def spark_type_name(duckdb_type: str) -> str:
+    """Spark's word for a DuckDB column type, so an error reads the same on both engines."""
+    t = duckdb_type.upper()
+    for prefix, name in (("VARCHAR", "string"), ("BIGINT", "bigint"), ("INTEGER", "int"), ("DOUBLE", "double"),
+                         ("DECIMAL", "decimal"), ("TIMESTAMP", "timestamp"), ("DATE", "date"), ("STRUCT", "struct"),
+                         ("FLOAT", "float"), ("SMALLINT", "smallint"), ("BLOB", "binary")):
+        if t.startswith(prefix):
+            return name
+    return "array" if t.endswith("[]") else duckdb_type.lower()
+
+
+def _split_in_spark(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, predicate: str | None,
+                    where: str | None) -> tuple[list[ArchivedObject], list[ArchivedObject]]:
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql import functions as F
+
     df = manifest_frame(spark, manifest).where((F.col("job") == cfg.name) & (F.col("kind") == "object"))
-    cols = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
-            "record_count", "side_files", "format", "compression", "size_bytes", "schema_id", "min_timestamp",
-            "max_timestamp", "kind")
+    cols = OBJECT_COLUMNS
     try:
         # the predicate is a column of its own on the scoped frame (never SQL text around it); its text is the
         # checked expression as sqlglot rendered it, so Spark parses nothing the check did not see

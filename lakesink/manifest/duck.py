@@ -24,7 +24,7 @@ from lakesink.manifest.views import VIEWS
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["DuckViews", "to_duckdb"]
+__all__ = ["DuckViews", "to_duckdb", "error_line"]
 
 # Applied before the lock, in this order; enable_external_access must come after anything that needs files.
 _LOCKDOWN = ("SET TimeZone = 'UTC'", "SET python_enable_replacements = false", "SET autoinstall_known_extensions = false",
@@ -36,6 +36,23 @@ def to_duckdb(spark_sql: str) -> str:
     import sqlglot
 
     return sqlglot.transpile(spark_sql, read="spark", write="duckdb")[0]
+
+
+def error_line(e: BaseException) -> str:
+    """DuckDB's error as one line in Spark's words where they differ only in wording (an unknown column or function
+    reads the same on both engines), the candidates DuckDB suggests kept."""
+    import re
+
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith(("LINE ", "^"))]
+    first = lines[0] if lines else type(e).__name__
+    hint = f" ({lines[1]})" if len(lines) > 1 and lines[1].startswith(("Candidate", "Did you mean")) else ""
+    m = re.match(r'Binder Error: Referenced column "([^"]+)" not found', first)
+    if m:
+        return f"[UNRESOLVED_COLUMN] A column with name `{m.group(1)}` cannot be resolved{hint}"
+    m = re.match(r"Catalog Error: Scalar Function with name (\S+) does not exist", first)
+    if m:
+        return f"[UNRESOLVED_ROUTINE] Cannot resolve routine `{m.group(1)}`{hint}"
+    return first + hint
 
 
 def _python_value(v: Any) -> Any:
@@ -76,10 +93,19 @@ class DuckViews:
             rows = cur.fetchmany(limit + 1) if limit is not None else cur.fetchall()
             columns = [d[0] for d in cur.description]
         except duckdb.Error as e:
-            raise ArchiveQueryError(f"query: {str(e).splitlines()[0]}") from None
+            raise ArchiveQueryError(f"query: {error_line(e)}") from None
         truncated = limit is not None and len(rows) > limit
         rows = rows[:limit] if truncated else rows
         return columns, [tuple(_python_value(v) for v in r) for r in rows], truncated
+
+    def column_types(self, spark_sql: str) -> list[tuple[str, str]]:
+        """``(name, DuckDB type)`` of each column ``spark_sql`` would return, without running it."""
+        import duckdb
+
+        try:
+            return [(r[0], r[1]) for r in self._con.execute(f"DESCRIBE {to_duckdb(spark_sql)}").fetchall()]
+        except duckdb.Error as e:
+            raise ArchiveQueryError(f"query: {error_line(e)}") from None
 
     def close(self) -> None:
         self._con.close()
