@@ -300,8 +300,11 @@ def latest_reads(objs: list[ArchivedObject], cut: Cut, done: SourceCoverage) -> 
 
 def run_failure(cause: str, name: str | None) -> RestoreError:
     """The error of a restore whose task failed with ``cause`` (the task's own error line): a fencing by a newer
-    restore into the same partition is :class:`RestoreFencedError` (exit 4, like the sink's lost race)."""
+    restore into the same partition is :class:`RestoreFencedError` (exit 4, like the sink's lost race); a worker's
+    refusal stays a :class:`RestoreRefusedError`, without the advice to run it again."""
     label = "restore" if name is None else f"restore {name!r}"
+    if cause.startswith("RestoreRefusedError:"):  # a worker's refusal (a keyless record with --latest-per-key)
+        return RestoreRefusedError(f"{label} refused: {cause.split(':', 1)[1].strip()}")
     if cause.startswith("RestoreFencedError:"):
         return RestoreFencedError(f"{label} stopped: {cause.split(':', 1)[1].strip()} (what this run committed "
                                   f"stays; the newer restore goes on)")

@@ -146,3 +146,52 @@ def test_key_positions_need_a_keys_side_file(tmp_path):
     with pytest.raises(MissingSideFileError, match=r"no keys side file .*store.kafka.keys=true"):
         read_key_positions(open_store(wiring.store_settings(cfg)), ArchivedObject.from_row(rows[0]),
                            keys_format=wiring.keys_format(cfg))
+
+
+def test_a_workers_refusal_stays_a_refusal_without_rerun_advice():
+    from lakesink.driver.restore import run_failure
+
+    e = run_failure("RestoreRefusedError: record orders-3@7 has no key: --latest-per-key keeps ...", None)
+    assert isinstance(e, RestoreRefusedError)
+    assert str(e) == "restore refused: record orders-3@7 has no key: --latest-per-key keeps ..."
+    assert "run the same restore again" in str(run_failure("RestoreProduceError: copy-0: refused", None))
+
+
+def test_drop_tombstones_alone_is_a_usage_error_before_anything_is_read():
+    from lakesink.driver.restore import restore
+    from lakesink.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=r"--drop-tombstones \(drop_tombstones\) needs --latest-per-key"):
+        restore(lambda: pytest.fail("no session"), "never-read.properties", to_topic="t", drop_tombstones=True)
+    assert InvalidArgumentError.exit_code == 2
+
+
+def test_objects_without_keys_are_refused_naming_one():
+    from lakesink.driver.restore import check_keys_stored
+    from lakesink.errors import InvalidArgumentError
+    from lakesink.executor.readback import ArchivedObject
+
+    def obj(first, sides):
+        return ArchivedObject("orders", 1, f"topics/orders/partition=1/orders+1+{first:010d}.json", "e", None, first,
+                              first + 9, 10, tuple({"view": v, "key": f"k.{v}"} for v in sides))
+
+    check_keys_stored([obj(0, ["keys", "metadata"])])
+    with pytest.raises(InvalidArgumentError, match=r"and 1 selected object\(s\) were archived without a keys side "
+                                                   r"file \(store.kafka.keys=false\), e.g. topics/orders/partition=1/"
+                                                   r"orders\+1\+0000000010.json \(orders-1@10..19\)"):
+        check_keys_stored([obj(0, ["keys"]), obj(10, ["metadata"])])
+
+
+def test_latest_reads_skip_the_covered_prefix_only():
+    from lakesink.driver.restore import latest_reads
+    from lakesink.executor.coverage import SourceCoverage
+    from lakesink.executor.readback import ArchivedObject, Cut
+
+    objs = [ArchivedObject("t", 0, f"o{a}", "e", None, a, b, b - a + 1) for a, b in
+            [(0, 9), (10, 19), (20, 29), (30, 39)]]
+    done = SourceCoverage([(0, 19, None, None), (30, 39, None, None)])
+    # 0-19 covered and nothing before it: unread; 20-29 not covered; 30-39 covered but may supersede 20-29
+    assert [o.object_key for o in latest_reads(objs, Cut(), done)] == ["o20", "o30"]
+    assert latest_reads(objs, Cut(), SourceCoverage([(0, 39, None, None)])) == []
+    assert [o.object_key for o in latest_reads(objs, Cut(from_offset=15), SourceCoverage())] == \
+           ["o10", "o20", "o30"]

@@ -1,0 +1,258 @@
+"""restore --latest-per-key (issue #29 item 3) on a REAL compacted topic whose log the broker has partly compacted.
+
+The module fixture creates a topic with ``cleanup.policy=compact`` (segments rolled every 100 ms,
+``min.cleanable.dirty.ratio=0.01``), produces several versions of each key in rounds, tombstones for some keys and
+values after a tombstone for one, waits for the log cleaner to compact the rolled segments (the newest versions
+stay in the active segment, next to the older versions the cleaner kept), and archives the topic: the archive
+itself has the holes compaction made. The expected result of a latest-per-key restore is computed from the
+source log as the broker holds it; restores go through the Spark runner, the local runner, the CLI and a
+SIGKILLed worker run again, each read back with ``isolation.level=read_committed``.
+
+The sink cannot archive a tombstone (every value format refuses a null value; ``behavior.on.null.values=ignore``
+records their offsets as gaps), so this archive holds none: a key deleted in the source is restored only if the
+cleaner had not yet removed its older values (see docs/restore.md).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from support.archive_checks import base_config, consume, manifest_rows, run_cli, write_config
+
+import lakesink
+from lakesink.config import SinkConfig
+from lakesink.driver.sink import SinkJob
+from lakesink.errors import InvalidArgumentError
+from lakesink.executor.latest import latest_per_key
+from lakesink.executor.readback import ArchivedObject
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+KEYS = 12
+PARTITIONS = 2
+DELETED = (0, 2)  # tombstoned in round 3 and never set again
+REVIVED = 1  # tombstoned in round 3, set again in round 4
+LATE = (9, 10, 11)  # set again in round 5, which stays in the active (never cleaned) segment
+
+
+def key(i: int) -> bytes:
+    return b"key-%02d" % i
+
+
+def produce_rounds(kafka, topic: str) -> int:
+    """Rounds of versions per key and partition, each round in a segment of its own (segment.ms=100 rolls the
+    segment at the next append); returns the number of records produced."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": kafka.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5})
+    n = 0
+    for rnd in range(6):
+        for part in range(PARTITIONS):
+            for i in range(KEYS):
+                if rnd == 3 and i in DELETED + (REVIVED,):
+                    value = None
+                elif rnd == 4 and i not in (REVIVED, 6, 7):
+                    continue
+                elif rnd == 5 and i not in LATE:
+                    continue
+                else:
+                    value = b"p%d-%s-r%d" % (part, key(i), rnd)
+                p.produce(topic, key=key(i), value=value, partition=part)
+                n += 1
+        assert p.flush(30) == 0
+        time.sleep(0.3)  # > segment.ms: the next round's first append rolls the segment
+    return n
+
+
+def source_log(kafka, topic: str) -> dict[int, list[tuple[int, bytes, bytes | None]]]:
+    """{partition: [(offset, key, value)]} as the broker holds the log now."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    out: dict[int, list] = {}
+    for part in range(PARTITIONS):
+        c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"log-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        recs = []
+        try:
+            c.assign([TopicPartition(topic, part, 0)])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                m = c.poll(1.0)
+                if m is None:
+                    continue
+                if m.error():
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error().str()
+                    break
+                recs.append((m.offset(), m.key(), m.value()))
+        finally:
+            c.close()
+        out[part] = recs
+    return out
+
+
+def compacted(log: dict[int, list]) -> bool:
+    """The cleaner has run over every rolled segment: no value of a deleted key is left (only its tombstone)."""
+    return all(v is None for recs in log.values() for _o, k, v in recs if k in {key(i) for i in DELETED})
+
+
+@pytest.fixture(scope="module")
+def archive(spark, kafka, s3):
+    """(config, {partition: expected [(key, value)] of a latest-per-key restore}, produced, the source log)."""
+    topic = f"compacted-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, partitions=PARTITIONS, config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
+    produced = produce_rounds(kafka, topic)
+    deadline = time.monotonic() + 120  # the cleaner looks for dirty logs every log.cleaner.backoff.ms (15 s)
+    log = source_log(kafka, topic)
+    while not compacted(log):
+        assert time.monotonic() < deadline, "the log cleaner did not compact the topic within 120 s"
+        time.sleep(1)
+        log = source_log(kafka, topic)
+    bucket = s3.create_bucket(f"compacted-{uuid.uuid4().hex[:10]}")
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic, **{
+        "format.class": "bytearray", "flush.size": "4", "store.kafka.keys": "true",
+        "behavior.on.null.values": "ignore"}))
+    res = SinkJob(spark, cfg).run_batch(flush_tail=True)
+    live = {p: [r for r in recs if r[2] is not None] for p, recs in log.items()}  # the sink ignores tombstones
+    assert res.records == sum(len(v) for v in live.values())
+    expected = {p: [(k, v) for _o, k, v in latest_per_key(recs)] for p, recs in live.items()}
+    return cfg, expected, produced, log
+
+
+def restored(kafka, topic: str) -> dict[int, list[tuple[bytes, bytes | None]]]:
+    return {p: [(k, v) for k, v, *_rest in consume(kafka, topic, p)] for p in range(PARTITIONS)}
+
+
+def test_the_archive_is_of_a_partly_compacted_log(spark, archive):
+    cfg, expected, produced, log = archive
+    objs = [ArchivedObject.from_row(r) for r in manifest_rows(spark, cfg) if r.kind == "object"]
+    for part, recs in log.items():
+        offsets = [o for o, _k, _v in recs]
+        mine = [o for o in objs if o.kafka_partition == part]
+        # the cleaner removed offsets: the archive's objects have holes (and the gaps view names them)
+        assert len(offsets) < offsets[-1] + 1 and not all(o.contiguous for o in mine)
+        assert sum(o.record_count for o in mine) == len([r for r in recs if r[2] is not None])
+        # and left several versions of some keys (the newest in the active segment): work for --latest-per-key
+        assert len({k for _o, k, _v in recs}) < len(recs)
+        # the source's final state: deleted keys absent, the revived and late keys at their newest value
+        assert dict(expected[part]) == {key(i): b"p%d-%s-r%d" % (part, key(i), 5 if i in LATE else 4
+                                                                  if i in (REVIVED, 6, 7) else 3)
+                                        for i in range(KEYS) if i not in DELETED}
+    assert sum(len(v) for v in log.values()) < produced
+
+
+def test_latest_per_key_on_each_runner_then_a_rerun_produces_nothing(spark, kafka, archive, runner):
+    cfg, expected, _produced, log = archive
+    dest = f"latest-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(dest, partitions=PARTITIONS)
+    rep = lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True, records_per_txn=3, runner=runner)
+    assert restored(kafka, dest) == expected  # key -> value, and source-offset order
+    archived = sum(len([r for r in recs if r[2] is not None]) for recs in log.values())
+    assert rep.produced == sum(len(v) for v in expected.values())
+    assert rep.superseded == archived - rep.produced and rep.superseded > 0 and rep.mode == "latest per key"
+    again = lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True, runner=runner)
+    assert (again.produced, again.superseded) == (0, 0) and again.skipped == archived  # covered, read no more
+    plain = lakesink.restore(spark, cfg, to_topic=dest, runner=runner)  # superseded records count as covered
+    assert plain.produced == 0
+    assert restored(kafka, dest) == expected
+
+
+def test_drop_tombstones_and_a_cut(spark, kafka, archive, runner):
+    cfg, _expected, _produced, log = archive
+    dest = f"latest-cut-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(dest, partitions=PARTITIONS)
+    cut = 20  # as of the selection's end: the last record per key at or below offset 20
+    rep = lakesink.restore(spark, cfg, to_topic=dest, to_offset=cut, latest_per_key=True, drop_tombstones=True,
+                           runner=runner)
+    want = {p: [(k, v) for o, k, v in latest_per_key([r for r in recs if r[2] is not None and r[0] <= cut])]
+            for p, recs in log.items()}
+    assert restored(kafka, dest) == want and rep.mode == "latest per key, no tombstones"
+    assert rep.tombstones_dropped == 0  # the archive holds none (the sink ignored them)
+    # the rest of the log later: each key's newer record goes after it, nothing twice
+    lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True, runner=runner)
+    full = {p: [(k, v) for o, k, v in latest_per_key([r for r in recs if r[2] is not None])]
+            for p, recs in log.items()}
+    got = restored(kafka, dest)
+    for p in range(PARTITIONS):
+        assert got[p][:len(want[p])] == want[p]
+        assert {k: v for k, v in got[p]} == dict(full[p])  # a compacting consumer's view: the final state
+        assert len(got[p]) == len(set(got[p]))
+
+
+def test_cli_latest_per_key_dry_run_run_and_usage_errors(kafka, archive, tmp_path):
+    cfg, expected, _produced, _log = archive
+    path = write_config(tmp_path, cfg.as_dict(redact=False))
+    dest = f"latest-cli-{uuid.uuid4().hex[:8]}"
+    rc, out = run_cli(["restore", "--config", path, "--to-topic", dest, "--latest-per-key", "--dry-run",
+                       "--master", "local[1]"])
+    assert rc == 0, out[-3000:]
+    assert "(latest per key: it produces at most the records it reads)" in out
+    kafka.create_topic(dest, partitions=PARTITIONS)
+    rc, out = run_cli(["--format", "json", "restore", "--config", path, "--to-topic", dest, "--latest-per-key",
+                       "--drop-tombstones", "--master", "local[1]"])
+    assert rc == 0, out[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["mode"] == "latest per key, no tombstones" and doc["produced"] == sum(map(len, expected.values()))
+    assert restored(kafka, dest) == expected
+    rc, out = run_cli(["restore", "--config", path, "--to-topic", dest, "--drop-tombstones", "--dry-run"])
+    errors = [ln for ln in out.splitlines() if ln.startswith("lakesink:")]
+    assert rc == 2 and errors == ["lakesink: error: --drop-tombstones needs --latest-per-key (a restore of every "
+                                  "record keeps its tombstones)"], out[-3000:]
+
+
+def test_an_archive_without_keys_is_refused_naming_why(spark, kafka, s3, archive, tmp_path):
+    cfg, *_ = archive
+    bucket = s3.create_bucket(f"nokeys-{uuid.uuid4().hex[:10]}")
+    topic = cfg.topics[0]
+    nokeys = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic, **{
+        "format.class": "bytearray", "flush.size": "4", "behavior.on.null.values": "ignore"}))
+    SinkJob(spark, nokeys).run_batch(flush_tail=True)
+    for dry in (True, False):
+        with pytest.raises(InvalidArgumentError, match=r"--latest-per-key needs each record's key, and \d+ selected "
+                                                       r"object\(s\) were archived without a keys side file"):
+            lakesink.restore(spark, nokeys, to_topic="never-created", latest_per_key=True, dry_run=dry)
+    rc, out = run_cli(["restore", "--config", write_config(tmp_path, nokeys.as_dict(redact=False)), "--to-topic",
+                       "never-created", "--latest-per-key", "--dry-run", "--master", "local[1]"])
+    errors = [ln for ln in out.splitlines() if ln.startswith("lakesink:")]
+    assert rc == 2 and len(errors) == 1 and "store.kafka.keys=false" in errors[0] and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("fault", ["mid:2", "between:2"])
+def test_sigkill_then_rerun_produces_each_kept_record_once(spark, kafka, archive, tmp_path, fault):
+    cfg, expected, _produced, _log = archive
+    objs = [ArchivedObject.from_row(r) for r in manifest_rows(spark, cfg) if r.kind == "object"
+            and r.kafka_partition == 0]
+    rows = [{"topic": o.topic, "kafka_partition": o.kafka_partition, "object_key": o.object_key, "etag": o.etag,
+             "version_id": o.version_id, "first_offset": o.first_offset, "last_offset": o.last_offset,
+             "record_count": o.record_count, "side_files": [dict(s) for s in o.side_files], "format": o.format,
+             "compression": o.compression, "size_bytes": o.size_bytes, "schema_id": o.schema_id,
+             "min_timestamp": o.min_timestamp_ms, "max_timestamp": o.max_timestamp_ms} for o in objs]
+    dest, name = f"latest-kill-{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(dest, partitions=1)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"config": cfg.as_dict(redact=False), "rows": rows, "name": name, "topic": dest,
+                                "partition": 0, "records_per_txn": 2, "options": {"latest_per_key": True},
+                                "producer": {"bootstrap.servers": kafka.bootstrap_servers}}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
+
+    def run(f: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(HERE / "restore_job.py"), str(spec), f], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    killed = run(fault)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    committed = 4 if fault == "between:2" else 2  # two kept records a transaction; mid:2 dies inside the second
+    first = [(k, v) for k, v, *_ in consume(kafka, dest, 0)]
+    assert first == expected[0][:committed]
+    done = run("none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["produced"] == len(expected[0]) - committed
+    assert [(k, v) for k, v, *_ in consume(kafka, dest, 0)] == expected[0]
