@@ -31,11 +31,31 @@ _LOCKDOWN = ("SET TimeZone = 'UTC'", "SET python_enable_replacements = false", "
              "SET autoload_known_extensions = false", "SET enable_external_access = false", "SET lock_configuration = true")
 
 
+def _higher_order(node: Any) -> Any:
+    """Spark's ``exists(array, x -> …)`` / ``forall(array, x -> …)`` as DuckDB's list functions: sqlglot would
+    render ``exists`` as ``EXISTS(array)``, dropping the lambda, and has no ``forall`` in DuckDB."""
+    from sqlglot import exp
+
+    def over(arr: Any, fn: Any, agg: str, empty: bool) -> Any:
+        # DuckDB's list_bool_or/and of an empty list is NULL; Spark's exists is false there, forall true
+        return exp.Case().when(exp.EQ(this=exp.Anonymous(this="len", expressions=[arr.copy()]),
+                                      expression=exp.Literal.number(0)), exp.Boolean(this=empty)).else_(
+            exp.Anonymous(this=agg, expressions=[exp.Anonymous(this="list_transform", expressions=[arr, fn])]))
+
+    if isinstance(node, exp.Exists) and isinstance(node.args.get("expression"), exp.Lambda):
+        return over(node.this, node.args["expression"], "list_bool_or", False)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "forall" and len(node.expressions) == 2 \
+            and isinstance(node.expressions[1], exp.Lambda):
+        return over(node.expressions[0], node.expressions[1], "list_bool_and", True)
+    return node
+
+
 def to_duckdb(spark_sql: str) -> str:
-    """One Spark SQL statement in DuckDB's dialect (sqlglot)."""
+    """One Spark SQL statement in DuckDB's dialect (sqlglot, with Spark's ``exists``/``forall`` over arrays
+    rewritten first)."""
     import sqlglot
 
-    return sqlglot.transpile(spark_sql, read="spark", write="duckdb")[0]
+    return sqlglot.parse_one(spark_sql, read="spark").transform(_higher_order).sql(dialect="duckdb")
 
 
 def error_line(e: BaseException) -> str:

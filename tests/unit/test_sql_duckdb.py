@@ -287,3 +287,16 @@ def test_a_bad_where_is_one_line_without_spark(where_manifest, where, why):
     with pytest.raises(ArchiveQueryError, match=re.escape(why)) as e:
         split_objects(None, cfg, m, where)
     assert str(e.value).startswith(f"--where {where!r}: ") and "\n" not in str(e.value)
+
+
+def test_spark_array_predicates_keep_their_meaning_on_duckdb(where_manifest):
+    """sqlglot alone renders Spark's exists(array, x -> ...) as EXISTS(array), dropping the lambda, and has no
+    forall for DuckDB: both are rewritten (an empty array: exists false, forall true, as in Spark)."""
+    from lakesink.driver.archive import split_objects
+
+    cfg, m = where_manifest
+    every = split_objects(None, cfg, m, None)[0]
+    assert split_objects(None, cfg, m, "NOT exists(side_files, s -> s.size_bytes < 0) AND record_count > 0")[0] == every
+    assert split_objects(None, cfg, m, "exists(side_files, s -> s.view = 'metadata')")[0] == every
+    assert split_objects(None, cfg, m, "forall(side_files, s -> s.size_bytes > 10)")[0] == []
+    assert split_objects(None, cfg, m, "forall(filter(side_files, s -> s.view = 'keys'), s -> false)")[0] == every
