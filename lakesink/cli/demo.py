@@ -61,16 +61,14 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
     from lakesink.config import SinkConfig, parse_properties
     from lakesink.devstack.stack import LocalStack
     from lakesink.driver.sink import SinkJob
+    from lakesink.driver.sql import run_queries
     from lakesink.errors import DevStackError
-    from lakesink import wiring
-    from lakesink.runtime.spark import get_spark
+    from lakesink.runners.local import LocalRunner
+    from lakesink.runtime.engine import open_engine
 
     t0 = time.monotonic()
     stack = LocalStack(registry=False)  # the demo's values are JSON: no Schema Registry to download or start
     stack.check_installed("demo")
-    from lakesink.runtime.spark import default_jars_dir
-
-    default_jars_dir("demo")  # before the broker starts: one line naming `lakesink setup`
     with stack:
         say(f"== local stack up in {time.monotonic() - t0:.1f}s: Kafka {stack.kafka.bootstrap_servers}, "
             f"S3 {stack.s3.endpoint_url}")
@@ -91,13 +89,15 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
         for k, why in cfg.ignored_keys:
             say(f"   ignored: {k} ({why})")
 
-        spark = get_spark(app_name="lakesink-demo", master="local[2]", s3=wiring.s3_settings(cfg))
-        try:
-            batches = [SinkJob(spark, cfg).run_batch()]
+        # the engine `lakesink sink` picks on one machine: local worker processes, no JVM (a path manifest and the
+        # direct Kafka reader leave Spark nothing to do but schedule Python tasks)
+        with open_engine(cfg, "auto", "local[2]") as eng:
+            say("== engine: " + ("local worker processes (no JVM)" if isinstance(eng.runner, LocalRunner) else "Spark"))
+            batches = [SinkJob(eng.spark, cfg, runner=eng.runner).run_batch()]
             say(f"== batch 1 (flush.size=100; tails below 100 stay uncommitted): {batches[-1].summary()}")
-            batches.append(SinkJob(spark, cfg).run_batch(flush_tail=True))
+            batches.append(SinkJob(eng.spark, cfg, runner=eng.runner).run_batch(flush_tail=True))
             say(f"== batch 2 (--flush-tail closes the tails): {batches[-1].summary()}")
-            batches.append(SinkJob(spark, cfg).run_batch(flush_tail=True))
+            batches.append(SinkJob(eng.spark, cfg, runner=eng.runner).run_batch(flush_tail=True))
             say(f"== batch 3 (nothing new: exactly once, nothing re-archived): "
                 f"{batches[-1].committed_rows} rows committed")
 
@@ -108,22 +108,20 @@ def run(records: int = RECORDS, say: Callable[[str], None] = print) -> DemoResul
             for k in (keys[:4] + ["..."] + keys[-2:] if len(keys) > 6 else keys):
                 say(f"   {k}")
 
-            spark.read.format("delta").load(cfg.manifest_location).createOrReplaceTempView("manifest")
             query = """SELECT topic, kafka_partition, count_if(kind = 'object') AS objects,
                               sum(CASE WHEN kind = 'object' THEN record_count END) AS records, min(range_start) AS first_offset,
                               max(range_end) AS last_offset, max(range_end) + 1 AS next_offset
                        FROM manifest GROUP BY topic, kafka_partition ORDER BY kafka_partition"""
             say("== manifest query:\n   " + " ".join(query.split()))
-            rows = [r.asDict() for r in spark.sql(query).collect()]
+            (res, first) = run_queries(cfg, query + "; SELECT object_key, etag FROM manifest WHERE kind='object' "
+                                       "ORDER BY kafka_partition, first_offset LIMIT 1", spark=eng.spark, limit=None)
+            rows = [dict(zip(res.columns, r)) for r in res.rows]
             say("\n".join(_table(rows)))
-            first = spark.sql("SELECT object_key, etag FROM manifest WHERE kind='object' "
-                              "ORDER BY kafka_partition, first_offset LIMIT 1").first()
-            body = stack.s3.client().get_object(Bucket=BUCKET, Key=first.object_key)["Body"].read()
-            say(f"== first lines of {first.object_key} (etag {first.etag}):")
+            first_key, first_etag = first.rows[0]
+            body = stack.s3.client().get_object(Bucket=BUCKET, Key=first_key)["Body"].read()
+            say(f"== first lines of {first_key} (etag {first_etag}):")
             for line in body.splitlines()[:2]:
                 say(f"   {line.decode()}")
-        finally:
-            spark.stop()
         archived = sum(r["records"] for r in rows)
         ok = archived == records and all(r["first_offset"] == 0 for r in rows)
         return DemoResult(ok=ok, records=records, archived=archived, objects=len(keys), batches=batches,

@@ -100,11 +100,13 @@ def test_check_sink_json_then_vacuum_dry_run(kafka, s3, bucket, topic_name, tmp_
 
 @pytest.mark.timeout(660)
 def test_demo():
-    """The demo starts its own broker + S3 endpoint + local[2] Spark: ~1-2 min cold, bounded at 10 min."""
+    """The demo starts its own broker + S3 endpoint and archives on the engine `lakesink sink` picks on one machine
+    (local worker processes: no JVM besides the broker), then queries the manifest with `lakesink sql`'s DuckDB route."""
     t0 = time.monotonic()
     rc, out = run_cli(["demo", "--records", "300"], timeout=600)
     assert rc == 0, out[-4000:]
     for want in ("== local stack up in ", "== produced 300 orders to topic 'orders' (3 partitions)",
+                 "== engine: local worker processes (no JVM)",
                  "== batch 1 (flush.size=100; tails below 100 stay uncommitted): batch ",
                  "== batch 3 (nothing new: exactly once, nothing re-archived): 0 rows committed",
                  "== manifest query:", "== OK: 300 of 300 records archived exactly once in "):

@@ -190,9 +190,9 @@ def test_cli_sql_in_process_text_json_and_bad_sql(spark, archive, capsys, engine
     # another bucket's table, by path: refused before either engine sees it
     assert main(["sql", "--config", f, "SELECT * FROM delta.`s3a://another-bucket/manifest`"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["lakesink: error: query: the table delta.`s3a://another-bucket/manifest` is outside this job's "
-                   "archive (a query reads committed_offsets, end_offsets, gaps, lag, manifest, metrics, objects, "
-                   "schema_history)"], err
+    assert len(err) == 1 and err[0].startswith(
+        "lakesink: error: query: the table delta.`s3a://another-bucket/manifest` is outside this job's archive (a "
+        "query reads committed_offsets, end_offsets, gaps, lag, manifest, metrics, objects, schema_history)"), err
 
 
 def test_cli_sql_file_runs_every_statement_without_a_jvm(archive, tmp_path):

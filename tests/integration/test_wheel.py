@@ -105,8 +105,9 @@ def test_wheel_setup_then_sink_sql_and_restore_dry_run(wheel_venv, maven_mirror,
     sql = ["sql", "--config", cfg, "SELECT kafka_partition, sum(record_count) AS n FROM manifest "
            "WHERE kind = 'object' GROUP BY kafka_partition"]
 
-    # before setup: one line naming the command that brings the jars
-    line = _one_error(*_wheel_run(wheel_venv, sql, cache, tmp_path))
+    # before setup: one line naming the command that brings the jars (the Spark route; the default for this path
+    # manifest is DuckDB, which needs none: it runs below)
+    line = _one_error(*_wheel_run(wheel_venv, sql[:3] + ["--engine", "spark"] + sql[3:], cache, tmp_path))
     assert "needs the Spark jars" in line and "run `lakesink setup`" in line, line
 
     # a corrupted jar on the mirror: refused in one line, not installed
