@@ -362,6 +362,14 @@ covered_by("F85", "tests/integration/test_wheel.py::"
                   "test_wheel_dev_up_and_down_after_setup")
 covered_by("F86", "tests/unit/test_setup.py::"
                   "test_no_java_is_one_line_naming_what_to_install")
+covered_by("F87", "tests/integration/test_restore_compacted.py::"
+                  "test_cli_latest_per_key_dry_run_run_and_usage_errors")
+covered_by("F88", "tests/integration/test_restore_compacted.py::"
+                  "test_an_archive_without_keys_is_refused_naming_why")
+covered_by("F89", "tests/unit/test_restore_latest.py::"
+                  "test_a_keyless_record_is_refused_naming_it")
+covered_by("F90", "tests/integration/test_sql_views.py::"
+                  "test_cli_sql_in_process_text_json_and_bad_sql")
 
 
 # ------------------------------------------------------------------------------------- not failures
