@@ -40,6 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="restore even into a topic a sink job of this manifest archives (a feedback loop)")
     p.add_argument("--master", default=None, help="Spark master for a local run")
+    p.add_argument("--engine", choices=("auto", "spark", "local"), default="auto",
+                   help="what runs the restore's tasks: auto (default) = local worker processes (no JVM) for a path "
+                        "manifest on a local master, else Spark; as `lakesink sink --engine`")
     p.set_defaults(func=run)
 
 
@@ -56,8 +59,8 @@ def parse_topic_map(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace, output) -> RestoreResult:
-    from lakesink.runtime.session import session
     from lakesink.config import load_config
+    from lakesink.runtime.engine import open_engine
     from lakesink.driver.restore import restore
 
     from lakesink.driver.preflight import check_broker, check_stores
@@ -74,8 +77,11 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     if not args.dry_run:
         check_broker(cfg)
     topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
-    report = restore(lambda: session(cfg, args.master), cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
-                     from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
-                     to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force,
-                     again=args.again, latest_per_key=args.latest_per_key, drop_tombstones=args.drop_tombstones)
+    # a dry run reads the manifest alone: no task runner, and Spark only for a catalog manifest
+    with open_engine(cfg, args.engine, args.master, in_advance=not args.dry_run) as eng:
+        report = restore(eng.spark, cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
+                         from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
+                         to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force,
+                         again=args.again, latest_per_key=args.latest_per_key, drop_tombstones=args.drop_tombstones,
+                         runner=eng.runner)
     return RestoreResult(report=report)

@@ -38,6 +38,7 @@ is refused before anything is read, dry run included (exit 2).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 import time
@@ -351,8 +352,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
     ``from_offset`` / ``to_offset`` (inclusive, source offsets, every partition) and ``from_time`` /
     ``to_time`` (ISO-8601, UTC when no zone; inclusive; CreateTime of the records) cut inside objects.
-    ``spark``: a session or a zero-argument callable returning one; ``runner``: what runs the restore's tasks
-    (:mod:`lakesink.runners`; default Spark, in that session). ``producer_config``: librdkafka settings
+    ``spark``: a session or a zero-argument callable returning one, called only when Spark is needed (a catalog
+    manifest, or the default runner); ``runner``: what runs the restore's tasks (:mod:`lakesink.runners`; default
+    Spark, in that session). With a path manifest and a local runner no JVM starts. ``producer_config``: librdkafka settings
     added to the config's ``kafka.*`` ones (security, ``bootstrap.servers`` of another cluster, ...).
     ``latest_per_key``: only the last selected record of each key of each source partition, in source-offset
     order (as of the selection's end), tombstones kept unless ``drop_tombstones`` (see the module docstring)."""
@@ -374,7 +376,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         raise InvalidArgumentError(f"from_offset {from_offset} is after to_offset {to_offset}")
     if cut.from_ts is not None and cut.to_ts is not None and cut.from_ts > cut.to_ts:
         raise InvalidArgumentError(f"from_time {from_time} is after to_time {to_time}")
-    session = spark() if callable(spark) else spark
+    # Spark only when something needs it: a catalog manifest, or the Spark runner (a path manifest is read and
+    # filtered by delta-rs and DuckDB, and local workers run the tasks)
+    session = functools.cache(spark) if callable(spark) else (lambda: spark)
     cfg, manifest = resolve_source(session, manifest if manifest is not None else config, as_config(config))
     if name is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
         raise InvalidArgumentError(f"restore name {name!r}: use letters, digits, '.', '_' and '-' (it names a "
@@ -382,13 +386,14 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     report = RestoreReport(name=name, group=progress_group(name), dry_run=dry_run, latest_per_key=latest_per_key,
                            drop_tombstones=drop_tombstones)
 
-    objects, left_out = split_objects(session, cfg, manifest, where)
+    objects, left_out = split_objects(None if hasattr(manifest, "scan") else session(), cfg, manifest, where)
     holes = unselected_spans(left_out)
     planned = plan_partitions(objects, to_topic, topic_map, cut)
     report.partitions = [p for p, _objs in planned]
     if latest_per_key:
         check_keys_stored([o for _p, objs in planned for o in objs])
-    _check_feedback(session, cfg, manifest, {p.topic for p in report.partitions}, force)
+    _check_feedback(None if hasattr(manifest, "arrow") else session(), cfg, manifest,
+                    {p.topic for p in report.partitions}, force)
     if dry_run or not report.partitions:
         report.seconds = time.monotonic() - t0
         return report
@@ -432,7 +437,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     if runner is None:
         from lakesink.runners.spark import SparkRunner
 
-        runner = SparkRunner(session)
+        runner = SparkRunner(session())
     try:  # one destination partition per task
         out = runner.run(lambda ids: restore_task(ids, tasks, parts, name, producer, cut, options), len(tasks),
                          RESTORE_RESULT_DDL)
