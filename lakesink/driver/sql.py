@@ -195,7 +195,7 @@ def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = T
     rows = manifest.scan(job=None if all_jobs else cfg.name)
     tables = {MANIFEST: rows}
     loc = metrics_location(cfg)
-    metrics = metrics_schema().empty_table()
+    metrics = pa.Table.from_batches([], schema=metrics_schema())  # not Schema.empty_table(): it imports pandas
     if loc is not None:
         try:
             metrics = MetricsTable(loc, wiring.s3_settings(cfg)).arrow()

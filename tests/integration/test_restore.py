@@ -205,20 +205,24 @@ def test_altered_object_is_named_and_nothing_is_produced(spark, kafka, s3):
 def test_cli_restore_dry_run_json_run_text_and_bad_where(kafka, archives, tmp_path):
     cfg, topic, want = archives["blockgzip"]
     path = write_config(tmp_path, cfg.as_dict(redact=False))
+    # a path manifest on a local master: no JVM at all (the Spark jars are nowhere to be found, and nothing asks)
+    no_spark = {"PYTHONFAULTHANDLER": "1", "LAKESINK_JARS_DIR": str(tmp_path / "no-spark-jars")}
     rc, out = run_cli(["--format", "json", "restore", "--config", path, "--topic-map", r"src-(.*)=copy2_\1",
-                       "--dry-run", "--master", "local[1]"], env_extra={"PYTHONFAULTHANDLER": "1"})
+                       "--dry-run", "--master", "local[1]"], env_extra=no_spark)
     assert rc == 0, (rc, out[-3000:])
     doc = json.loads(out.strip().splitlines()[-1])
     copy = "copy2_" + topic[len("src-"):]
     assert (doc["dry_run"], doc["objects"], doc["records"], doc["produced"]) == (True, 6, N, 0)
     assert {p["topic"] for p in doc["partitions"]} == {copy}
     kafka.create_topic(copy, partitions=2)
-    rc, out = run_cli(["restore", "--config", path, "--topic-map", r"src-(.*)=copy2_\1", "--master", "local[1]"])
+    rc, out = run_cli(["restore", "--config", path, "--topic-map", r"src-(.*)=copy2_\1", "--master", "local[1]"],
+                      env_extra=no_spark)
     assert rc == 0, (rc, out[-3000:])
     assert f"{N} record(s) produced, 0 already restored, 2 partition(s)" in out
     assert f"{topic}-0" in out and f"{copy}-1" in out
     check_copy(kafka, "blockgzip", want, copy)
-    rc, out = run_cli(["restore", "--config", path, "--where", "nope > 1", "--to-topic", "x", "--master", "local[1]"])
+    rc, out = run_cli(["restore", "--config", path, "--where", "nope > 1", "--to-topic", "x", "--master", "local[1]"],
+                      env_extra=no_spark)
     errors = [ln for ln in out.splitlines() if ln.startswith("lakesink:")]
     assert rc == 2, out[-3000:]
     assert len(errors) == 1 and "nope" in errors[0] and "Traceback" not in out, out[-3000:]
