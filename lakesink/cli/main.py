@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug:
         _enable_debug_logging()
     set_verbose(args.debug or args.verbose)
-    from lakesink.cli.client_logs import route_client_logs
+    from lakesink.runtime.client_logs import route_client_logs
 
     route_client_logs(args.debug or args.verbose)  # librdkafka's lines: the run's log file, or stderr if verbose
     try:

@@ -200,7 +200,7 @@ def test_commands_say_a_refused_broker_in_one_line_and_log_librdkafka_to_the_run
 def test_verbose_routes_librdkafka_lines_to_stderr(capsys, tmp_path, monkeypatch):
     import logging
 
-    from lakesink.cli.client_logs import route_client_logs
+    from lakesink.runtime.client_logs import route_client_logs
     from lakesink.config.kafka_errors import LOGGER_NAME
 
     monkeypatch.setenv("LAKESINK_SPARK_LOG_FILE", str(tmp_path / "run.log"))
