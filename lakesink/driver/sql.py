@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakesink.driver.archive import manifest_frame, query_error_line, resolve_source
 from lakesink.errors import ArchiveQueryError, InvalidArgumentError
-from lakesink.manifest.queries import query_statements
+from lakesink.manifest.queries import orders_rows, query_statements
 from lakesink.manifest.views import END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, METRICS, VIEWS, needs_broker
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,11 +143,14 @@ def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: A
 def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
               limit: int | None = DEFAULT_LIMIT, all_jobs: bool = False) -> QueryResult:
     """Run ``query`` and collect at most ``limit`` rows (None: all); the config's job's rows only unless
-    ``all_jobs``."""
+    ``all_jobs``. A query without its own ``ORDER BY`` gets its rows ordered by their columns, left to right (the
+    views' natural key), as on the DuckDB route."""
     from pyspark.errors import AnalysisException, ParseException
 
     df = sql(spark, config_or_manifest, query, config=config, all_jobs=all_jobs)
     try:
+        if not orders_rows(query_statements(query, QUERY_NAMES)[0]):
+            df = df.orderBy(*[c for c, t in df.dtypes if not t.startswith("map")])
         rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
     except (ParseException, AnalysisException) as e:
         raise ArchiveQueryError(f"query: {query_error_line(e)}") from None
@@ -248,7 +251,7 @@ class SqlSession:
         if self.engine == "duckdb":
             db = self._duck(any(needs_broker(s) for s in statements))
             for s in statements:
-                columns, rows, truncated = db.query(s, limit)
+                columns, rows, truncated = db.query(s, limit, order=not orders_rows(s))
                 results.append(QueryResult(columns, rows, truncated,
                                            [f"first {limit} rows shown (--limit)"] if truncated else []))
             return results

@@ -102,14 +102,19 @@ class DuckViews:
         for statement in _LOCKDOWN:
             self._con.execute(statement)
 
-    def query(self, spark_sql: str, limit: int | None = None) -> tuple[list[str], list[tuple], bool]:
-        """``(columns, rows, truncated)`` of one checked Spark SQL query, at most ``limit`` rows (None: all).
+    def query(self, spark_sql: str, limit: int | None = None,
+              order: bool = False) -> tuple[list[str], list[tuple], bool]:
+        """``(columns, rows, truncated)`` of one checked Spark SQL query, at most ``limit`` rows (None: all);
+        ``order``: rows sorted by their columns, left to right, before the limit.
 
         Raises ArchiveQueryError (one line) for what DuckDB refuses (unknown column, type error)."""
         import duckdb
 
+        text = to_duckdb(spark_sql)
+        if order:
+            text = f"SELECT * FROM ({text}) ORDER BY ALL"
         try:
-            cur = self._con.execute(to_duckdb(spark_sql))
+            cur = self._con.execute(text)
             rows = cur.fetchmany(limit + 1) if limit is not None else cur.fetchall()
             columns = [d[0] for d in cur.description]
         except duckdb.Error as e:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
 __all__ = ["HISTORY_COLUMNS", "SchemaHistoryEntry", "schema_history", "row_dicts", "naive_utc", "where_predicate",
-           "PREDICATE_HINT", "query_statements", "REFUSED_FUNCTIONS"]
+           "PREDICATE_HINT", "query_statements", "REFUSED_FUNCTIONS", "orders_rows"]
 
 #: Spark SQL functions that call into the JVM (any static Java method: environment variables, files): refused in
 #: every user expression, the Spark route would run them on the driver.
@@ -240,3 +240,12 @@ def query_statements(text: str, names: Iterable[str]) -> list[str]:
                 raise ArchiveQueryError(f"{label}: {why}")
         out.append(tree.sql(dialect="spark", comments=False))
     return out
+
+
+def orders_rows(statement: str) -> bool:
+    """Whether a checked Spark SQL query orders its own rows (a top-level ``ORDER BY``); when it does not,
+    ``lakesink sql`` orders them by their columns, left to right, which for every view is its natural key
+    (job, topic, partition, then offsets)."""
+    from sqlglot import parse_one
+
+    return parse_one(statement, read="spark").args.get("order") is not None

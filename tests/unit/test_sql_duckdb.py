@@ -300,3 +300,19 @@ def test_spark_array_predicates_keep_their_meaning_on_duckdb(where_manifest):
     assert split_objects(None, cfg, m, "exists(side_files, s -> s.view = 'metadata')")[0] == every
     assert split_objects(None, cfg, m, "forall(side_files, s -> s.size_bytes > 10)")[0] == []
     assert split_objects(None, cfg, m, "forall(filter(side_files, s -> s.view = 'keys'), s -> false)")[0] == every
+
+
+def test_rows_come_in_the_views_natural_order_unless_the_query_orders_them(job_file, capsys):
+    from lakesink.cli.main import main
+    from lakesink.manifest.queries import orders_rows
+
+    assert not orders_rows("SELECT * FROM objects") and orders_rows("SELECT * FROM objects ORDER BY size_bytes")
+    assert not orders_rows("SELECT * FROM (SELECT * FROM objects ORDER BY size_bytes)")  # inner order: not the rows'
+    assert main(["--format", "json", "sql", "--config", job_file, "SELECT kafka_partition, first_offset FROM objects"]) == 0
+    assert [(r["kafka_partition"], r["first_offset"]) for r in json.loads(capsys.readouterr().out)["rows"]] == [
+        (0, 0), (1, 0)]
+    assert main(["--format", "json", "sql", "--config", job_file, "SELECT 2 AS x UNION ALL SELECT 1 UNION ALL SELECT 3"]) == 0
+    assert [r["x"] for r in json.loads(capsys.readouterr().out)["rows"]] == [1, 2, 3]
+    assert main(["--format", "json", "sql", "--config", job_file,
+                 "SELECT kafka_partition FROM objects ORDER BY kafka_partition DESC"]) == 0
+    assert [r["kafka_partition"] for r in json.loads(capsys.readouterr().out)["rows"]] == [1, 0]
