@@ -4,6 +4,9 @@ Commands never print their results: they return data (the dataclasses of :mod:`l
 ``BatchResult`` / ``VacuumReport``) and an :class:`Output` chosen by the global ``--format`` option
 renders it, as text for people (:class:`TextOutput`) or as JSON for scripts (:class:`JsonOutput`).
 Streamed results (one per sink batch) go through :meth:`Output.batch` as they happen.
+
+Size: one renderer per result type in each of the three formats, kept together so a result's text, JSON and CSV
+forms are read and changed side by side; the dict forms shared by JSON and CSV sit below the classes.
 """
 from __future__ import annotations
 
@@ -232,10 +235,16 @@ class TextOutput(Output):
         if rows:
             self._p(*aligned(cols, [[cell_text(v) for v in row] for row in rows]))
         unhealthy = f"UNHEALTHY ({len(rep.problems)} problem(s))"
-        state = rep.state if rep.healthy else (f"{rep.state}, {unhealthy}" if rep.never_ran else unhealthy)
+        state = rep.state if rep.healthy else (f"{rep.state}, {unhealthy}" if rep.state in ("NEVER RUN", "FAILED")
+                                               else unhealthy)
         self._p(f"job {rep.job!r}: {state}; {len(rep.partitions)} partition(s), lag {rep.total_lag} record(s), "
                 f"{rep.orphans} orphan object(s)")
         self._p(*(f"  {line}" for line in ([rep.note] if rep.note else []) + rep.problems))
+        last = rep.last_run
+        if last is not None and rep.failures <= rep.thresholds.max_failures:
+            self._p(f"  last run: {last.outcome} at {last.ended_at:%Y-%m-%d %H:%M:%S} UTC"
+                    + (f", exit {last.exit_code}: {last.error}" if last.outcome != "OK" else
+                       f", {last.batches} batch(es), {last.records} record(s)"))
 
     def demo(self, r: DemoResult) -> None:
         ok = "OK" if r.ok else "MISMATCH"
@@ -327,6 +336,10 @@ def status_dict(r: "StatusResult") -> dict:
             "note": rep.note, "healthy": rep.healthy, "problems": rep.problems,
             "total_lag": rep.total_lag, "orphans": rep.orphans, "orphans_unplaced": rep.orphans_unplaced,
             "thresholds": _plain(rep.thresholds), "seconds": round(rep.seconds, 3),
+            "failures": rep.failures, "runs_recorded": rep.runs_recorded,
+            "last_run": None if rep.last_run is None else {
+                **_plain(rep.last_run), "started_at": rep.last_run.started_at.isoformat() + "Z",
+                "ended_at": rep.last_run.ended_at.isoformat() + "Z"},
             "partitions": [{**_plain(p), "last_commit_at": None if p.last_commit_at is None
                             else p.last_commit_at.isoformat() + "Z"} for p in rep.partitions]}
 

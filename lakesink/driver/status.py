@@ -25,12 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["PartitionStatus", "Thresholds", "StatusReport", "partition_progress", "build_report", "status",
-           "STATE_OK", "STATE_UNHEALTHY", "STATE_NEVER_RUN"]
+           "STATE_OK", "STATE_UNHEALTHY", "STATE_NEVER_RUN", "STATE_FAILED"]
 
 UNHEALTHY_EXIT = 1
 
 #: ``StatusReport.state`` values.
-STATE_OK, STATE_UNHEALTHY, STATE_NEVER_RUN = "OK", "UNHEALTHY", "NEVER RUN"
+STATE_OK, STATE_UNHEALTHY, STATE_NEVER_RUN, STATE_FAILED = "OK", "UNHEALTHY", "NEVER RUN", "FAILED"
 
 #: Manifest columns :func:`partition_progress` reads.
 PROGRESS_COLUMNS = ["job", "topic", "kafka_partition", "range_end", "committed_at"]
@@ -42,6 +42,8 @@ class Thresholds:
 
     max_lag: int | None = None
     max_age_s: float | None = None
+    #: consecutive failed runs tolerated (0: the last run failing is a problem)
+    max_failures: int = 0
 
 
 @dataclass
@@ -69,6 +71,8 @@ class StatusReport:
     never_ran: bool = False          # the manifest holds no row of this job (no batch ever committed)
     manifest_exists: bool = True
     job_problems: list[str] = field(default_factory=list)  # problems of the job as a whole, listed first
+    runs: list[Any] = field(default_factory=list)  # the job's last runs, newest first (lakesink.manifest.runs.RunRow)
+    runs_recorded: bool = True       # False: a catalog manifest, which has no runs table
 
     @property
     def problems(self) -> list[str]:
@@ -76,10 +80,25 @@ class StatusReport:
 
     @property
     def state(self) -> str:
-        """``NEVER RUN`` (whether or not it is also unhealthy: see :attr:`healthy`), ``OK`` or ``UNHEALTHY``."""
+        """``FAILED`` (the last sink runs failed, more than ``--max-failures`` in a row), ``NEVER RUN`` (whether or
+        not it is also unhealthy: see :attr:`healthy`), ``OK`` or ``UNHEALTHY``."""
+        if self.failures > self.thresholds.max_failures:  # it ran: FAILED, whether or not it ever committed
+            return STATE_FAILED
         if self.never_ran:
             return STATE_NEVER_RUN
         return STATE_OK if self.healthy else STATE_UNHEALTHY
+
+    @property
+    def last_run(self) -> Any:
+        """The newest run of the job (None: no run recorded)."""
+        return self.runs[0] if self.runs else None
+
+    @property
+    def failures(self) -> int:
+        """How many of the newest runs in a row did not end OK."""
+        from lakesink.manifest.runs import consecutive_failures
+
+        return consecutive_failures(self.runs)
 
     @property
     def note(self) -> str | None:
@@ -161,6 +180,25 @@ def build_report(job: str, manifest: str, progress: dict[tuple[str, int], tuple[
     return report
 
 
+def add_runs(report: StatusReport, cfg: "SinkConfig") -> None:
+    """The job's last runs from the runs table, and the problem a failing streak is past ``--max-failures``."""
+    from lakesink import wiring
+    from lakesink.manifest.runs import RunsTable, runs_location
+
+    loc = runs_location(cfg.manifest_location)
+    if loc is None:
+        report.runs_recorded = False
+        return
+    report.runs = RunsTable(loc, wiring.s3_settings(cfg)).last(cfg.name)
+    failed = report.failures
+    if failed > report.thresholds.max_failures:
+        last = report.last_run
+        streak = f"the last {failed} runs failed" if failed > 1 else "the last run failed"
+        log = f" (log: {last.log_path})" if last.log_path else ""
+        report.job_problems.insert(0, f"{streak}; the last at {last.ended_at:%Y-%m-%d %H:%M:%S} UTC, exit "
+                                      f"{last.exit_code}: {last.error}{log}")
+
+
 def _age(seconds: float) -> str:
     s = int(round(seconds))
     if s < 120:
@@ -208,5 +246,6 @@ def status(cfg: "SinkConfig", thresholds: Thresholds = Thresholds(), spark: Any 
             placed.append(None)
     report = build_report(cfg.name, cfg.manifest_location, progress, bounds, placed, thresholds, now,
                           manifest_exists=exists)
+    add_runs(report, cfg)
     report.seconds = time.monotonic() - t0
     return report
