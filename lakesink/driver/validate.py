@@ -17,7 +17,9 @@ The built-in suite runs over frames derived from the job's manifest rows (pure f
 
 A user suite (``suite``: a GX 1.x expectation-suite JSON file, ``{"name": ..., "expectations": [{"type":
 "expect_...", "kwargs": {...}}]}``) runs over the sampled objects' records: one row per record, a record's
-fields as columns (a non-record value as the column ``value``), plus ``__object`` (its object key).
+fields as columns (a non-record value as the column ``value``), plus ``__object`` (its object key) and
+``__record`` (``topic-partition@offset``). A failed expectation names up to :data:`MAX_EXAMPLES` failing rows:
+the failing value, the record's topic-partition@offset and its object.
 """
 from __future__ import annotations
 
@@ -205,15 +207,15 @@ class _Runner:
         batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df})
         suite = self.gx.ExpectationSuite(name=check, expectations=expectations)
         fmt: dict[str, Any] = {"result_format": "COMPLETE"}
-        index = next((c for c in ("where", "__object") if c in df.columns), None)
+        index = ["__record", "__object"] if "__record" in df.columns else ["where"] if "where" in df.columns else []
         if index:
-            fmt["unexpected_index_column_names"] = [index]
+            fmt["unexpected_index_column_names"] = index
         res = batch.validate(suite, result_format=fmt)
         out = []
         for r in res.results:
             cfg, result = r.expectation_config, r.result or {}
             idx = result.get("unexpected_index_list") or []
-            examples = [str(i.get(index, i)) if isinstance(i, dict) else f"row {i}" for i in idx[:MAX_EXAMPLES]]
+            examples = [_example(i, index, cfg.kwargs.get("column")) for i in idx[:MAX_EXAMPLES]]
             if not r.success and not examples and r.exception_info and r.exception_info.get("exception_message"):
                 examples = [r.exception_info["exception_message"]]
             out.append(CheckOutcome(check, cfg.type, cfg.kwargs.get("column"), bool(r.success),
@@ -252,10 +254,37 @@ def manifest_rows(cfg, spark: Any, manifest: Any = None) -> list[dict[str, Any]]
     return [r.asDict(recursive=True) for r in m.df().where(F.col("job") == cfg.name).collect()]
 
 
-def _record_row(value: Any, key: str) -> dict[str, Any]:
+def _record_row(value: Any, key: str, where: str) -> dict[str, Any]:
     row = dict(value) if isinstance(value, Mapping) else {"value": value}
     row["__object"] = key
+    row["__record"] = where
     return row
+
+
+def record_places(store, obj: Any) -> list[str]:
+    """``topic-partition@offset`` of each record of ``obj`` in order: offsets from its record-metadata side file,
+    else counted from ``first_offset`` when its offsets are contiguous, else ``topic-partition@first..last #i``."""
+    from lakesink.executor.readback import read_metadata
+
+    tp = f"{obj.topic}-{obj.kafka_partition}"
+    md = read_metadata(store, obj)
+    if md is not None:
+        return [f"{tp}@{int(o)}" for o in md[0]]
+    if obj.last_offset - obj.first_offset + 1 == obj.record_count:
+        return [f"{tp}@{obj.first_offset + i}" for i in range(obj.record_count)]
+    return [f"{tp}@{obj.first_offset}..{obj.last_offset} #{i}" for i in range(obj.record_count)]
+
+
+def _example(entry: Any, index: list[str], column: str | None) -> str:
+    """One failing row as a user reads it: the failing value, where the record is, which object."""
+    if not isinstance(entry, dict):
+        return f"row {entry}"
+    if "__record" in entry:
+        v = entry.get(column) if column else None
+        v = v.item() if hasattr(v, "item") else v  # pandas hands numpy scalars
+        value = f"{column} = {v!r} " if column and column in entry else ""
+        return f"{value}at {entry['__record']} in {entry.get('__object')}"
+    return str(entry.get(index[0], entry)) if index else str(entry)
 
 
 def validate(config: Any, suite: Any = None, *, sample: int = DEFAULT_SAMPLE, spark: Any = None,
@@ -316,12 +345,13 @@ def validate(config: Any, suite: Any = None, *, sample: int = DEFAULT_SAMPLE, sp
                     n, opts = wiring.format_spec(cfg, name)
                     fmts[name] = formats.create(n, **opts)
                 values = read_object(store, fmts[name], obj)
+                places = record_places(store, obj)
                 ok, err = True, None
             except (ArchiveReadError, StoreError, InvalidArgumentError) as e:
-                values, ok, err = [], False, str(e)
+                values, places, ok, err = [], [], False, str(e)
             readback.append({"where": f"{_where(r)} {obj.object_key}" + (f": {err}" if err else ""),
                              "read_count_matches": ok})
-            records += [_record_row(v, obj.object_key) for v in values]
+            records += [_record_row(v, obj.object_key, where) for v, where in zip(values, places)]
         outcomes += gx.run("record counts of sampled objects", readback, [
             E.ExpectColumnValuesToBeInSet(column="read_count_matches", value_set=[True])])
     if user is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -72,6 +73,14 @@ def test_consistent_archive_passes_text_json_and_a_user_suite(archived, tmp_path
     r = cli("validate", "--config", path, "--suite", failing)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 expectation(s) FAILED" in r.stdout
+    # what failed: the failing value, the record's topic-partition@offset and its object (issue #31 item 6)
+    r = cli("--format", "json", "validate", "--config", path, "--suite", failing)
+    (row,) = [row for row in json.loads(r.stdout)["rows"] if row["check"] == "suite small"]
+    examples = row["examples"] if isinstance(row["examples"], list) else row["examples"].split("; ")
+    found = [re.fullmatch(r"id = (\d+) at (\S+)-(\d+)@(\d+) in (topics/\S+)", e) for e in examples]
+    assert len(found) == 5 and all(found), examples
+    assert len({m.group(1) for m in found}) == 5 and all(int(m.group(1)) > 4 for m in found), examples
+    assert all(f"+{m.group(3)}+" in m.group(5) for m in found), examples  # the record's partition names its object
 
 
 def test_overlap_count_mismatch_and_version_regression_fail(s3, archived):
