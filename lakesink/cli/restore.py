@@ -39,6 +39,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(duplicates); without it they are skipped, or the restore refuses when it cannot tell")
     p.add_argument("--force", action="store_true",
                    help="restore even into a topic a sink job of this manifest archives (a feedback loop)")
+    p.add_argument("--target-registry", default=None, metavar="URL",
+                   help="restore into another Schema Registry: the schemas the archive's wire-format values and keys "
+                        "use are copied from the config's schema.registry.url to URL, and each record's schema id is "
+                        "rewritten to the target's (datum bytes unchanged; see --target-registry-ids)")
+    p.add_argument("--target-registry-config", default=None, metavar="FILE",
+                   help="the target registry's settings, the sink's schema.registry.* keys (.properties, JSON or "
+                        "YAML: schema.registry.url, schema.registry.basic.auth.user.info, "
+                        "schema.registry.basic.auth.credentials.source, schema.registry.ssl.*, ${env:VAR} "
+                        "references); credentials go here, never on the command line")
+    p.add_argument("--target-registry-ids", choices=("value", "key", "both"), default=None,
+                   help="which schema ids to rewrite (default: what the archive gives back in wire format: values "
+                        "with value.decoder=avro in Avro/Parquet objects, keys with key.decoder=avro in Avro keys "
+                        "files); for a ByteArray archive of raw wire-format bytes (Avro, Protobuf, JSON Schema)")
+    p.add_argument("--target-subject-strategy", choices=("topic", "source"), default="topic",
+                   help="subject the copied schemas are registered under: topic (default: TopicNameStrategy on the "
+                        "destination topic, <topic>-value / <topic>-key) or source (the subjects the source "
+                        "registry has them under)")
     p.add_argument("--master", default=None, help="Spark master for a local run")
     p.add_argument("--engine", choices=("auto", "spark", "local"), default="auto",
                    help="what runs the restore's tasks: auto (default) = local worker processes (no JVM) for a path "
@@ -69,6 +86,7 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     if args.drop_tombstones and not args.latest_per_key:
         raise InvalidArgumentError("--drop-tombstones needs --latest-per-key (a restore of every record keeps its "
                                    "tombstones)")
+    target = target_registry(args)
     cfg = load_config(args.config)
     # sink's preflight, before the manifest read (whose own error would not say what is missing): missing S3
     # credentials exit 3; a dead S3 endpoint, a refused Kafka login, an untrusted certificate, a broker that does
@@ -83,5 +101,35 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
                          from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                          to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force,
                          again=args.again, latest_per_key=args.latest_per_key, drop_tombstones=args.drop_tombstones,
-                         runner=eng.runner)
+                         runner=eng.runner, target_registry=target,
+                         target_subject_strategy=args.target_subject_strategy,
+                         target_registry_roles=args.target_registry_ids)
     return RestoreResult(report=report)
+
+
+def target_registry(args: argparse.Namespace):
+    """The target registry's settings from --target-registry and --target-registry-config (None: neither)."""
+    from pathlib import Path
+
+    from lakesink.config.parse import flatten, read_source
+    from lakesink.driver.restore_registry import target_registry_settings
+    from lakesink.errors import ConfigError, ConfigProblem, InvalidArgumentError
+
+    if args.target_registry is None and args.target_registry_config is None:
+        if args.target_subject_strategy != "topic" or args.target_registry_ids is not None:
+            raise InvalidArgumentError("--target-subject-strategy and --target-registry-ids need --target-registry")
+        return None
+    keys: dict = {}
+    source = None
+    if args.target_registry_config is not None:
+        path = Path(args.target_registry_config)
+        if not path.is_file():
+            raise ConfigError([ConfigProblem("<file>", str(path), "target registry config file not found")], str(path))
+        flat, _name = read_source(path)
+        keys, source = flatten(flat), str(path)
+    if args.target_registry is not None:
+        if "schema.registry.url" in keys or "url" in keys:
+            raise InvalidArgumentError(f"--target-registry and {source} both give the target registry's URL: give "
+                                       f"it once")
+        keys["schema.registry.url"] = args.target_registry
+    return target_registry_settings(keys, source)

@@ -102,6 +102,8 @@ class RestoreReport:
     seconds: float = 0.0
     latest_per_key: bool = False
     drop_tombstones: bool = False
+    #: with a target registry: one line per schema copied (``value id 3 -> 12 under orders-value (AVRO)``)
+    schema_copies: list[str] = field(default_factory=list)
 
     @property
     def mode(self) -> str:
@@ -344,7 +346,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             from_time: Any = None, to_time: Any = None, dry_run: bool = False, name: str | None = None,
             force: bool = False, manifest: Any = None, producer_config: Mapping[str, Any] | None = None,
             records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0,
-            runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False) -> RestoreReport:
+            runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False,
+            target_registry: Any = None, target_subject_strategy: str = "topic",
+            target_registry_roles: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -357,7 +361,12 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     Spark, in that session). With a path manifest and a local runner no JVM starts. ``producer_config``: librdkafka settings
     added to the config's ``kafka.*`` ones (security, ``bootstrap.servers`` of another cluster, ...).
     ``latest_per_key``: only the last selected record of each key of each source partition, in source-offset
-    order (as of the selection's end), tombstones kept unless ``drop_tombstones`` (see the module docstring)."""
+    order (as of the selection's end), tombstones kept unless ``drop_tombstones`` (see the module docstring).
+    ``target_registry``: restore into another Schema Registry (a URL, a RegistrySettings or the sink's
+    ``schema.registry.*`` keys): the schemas the records use are copied there under ``target_subject_strategy``
+    (``topic``: ``<destination>-value``/``-key``; ``source``: the source subjects) and every wire-format value
+    and key (``target_registry_roles``: ``value``/``key``/``both``, default from the config's decoders) is
+    produced with its id there, datum bytes unchanged (:mod:`lakesink.driver.restore_registry`)."""
     t0 = time.monotonic()
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
@@ -425,11 +434,21 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                                                              .source(p.source_topic, p.source_partition))]
     parts = wiring.task_parts(cfg)  # what the tasks get in place of the config
     _check_objects(open_store(parts.store), to_read)
+    schema_ids = None
+    if target_registry is not None:  # copied before any task starts: a refusal produces nothing
+        from lakesink.driver.restore_registry import schema_id_map
+
+        schema_ids = schema_id_map(cfg, target_registry, [o for _p, objs in planned for o in objs],
+                                   {p.source_topic: p.topic for p in report.partitions}, target_subject_strategy,
+                                   target_registry_roles)
+        report.schema_copies = schema_ids.describe()
 
     tasks = [PartitionJob(p.source_topic, p.source_partition, p.topic, p.partition, tuple(objs),
                           tuple(holes.get((p.source_topic, p.source_partition), ())))
              for p, objs in planned]
     options: dict[str, Any] = {"timeout_s": timeout_s, "again": again}
+    if schema_ids is not None:
+        options["schema_ids"] = schema_ids
     if latest_per_key:
         options.update(latest_per_key=True, drop_tombstones=drop_tombstones)
     if records_per_txn is not None:

@@ -220,7 +220,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       records_per_txn: int = DEFAULT_RECORDS_PER_TXN, bytes_per_txn: int = DEFAULT_BYTES_PER_TXN,
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
-                      latest_per_key: bool = False, drop_tombstones: bool = False,
+                      latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
                       on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
@@ -233,7 +233,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     info)`` is called at ``begin`` (a transaction opens), ``produced`` (after each record is handed to the
     producer; ``info`` has ``producer``, ``offset``, ``in_txn``) and ``committed`` (``next_offset``): tests use
     it to kill the worker at those points. ``latest_per_key``: only each key's last selected record is produced
-    (``drop_tombstones``: not when it is a tombstone); see the module docstring.
+    (``drop_tombstones``: not when it is a tombstone); see the module docstring. ``schema_ids``: an
+    :class:`~lakesink.schemas.registry_copy.IdMap`: each value's and key's schema id is rewritten through it just
+    before the record is produced (a record it cannot map fails the restore, naming it, and is not produced).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -261,6 +263,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
         raise RestoreError(f"{dest}: the destination topic-partition does not exist ({why}); create it first")
     result = RestoreResult()
     emit = on_event or (lambda point, info: None)
+    new_value = schema_ids.rewriter("value") if schema_ids is not None else None
+    new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, transactional_id(name, topic, partition), group, timeout_s)
     try:
         try:
@@ -376,12 +380,16 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                         f"more than {max_future_ms} ms in the future: the broker refuses it "
                         f"(log.message.timestamp.after.max.ms); nothing after the last committed progress was "
                         f"produced")
+                value, key = r.value, r.key
+                if new_value is not None:  # another registry: its ids, the same datum bytes
+                    value = new_value(value, r.topic, r.partition, r.offset)
+                    key = new_key(key, r.topic, r.partition, r.offset)
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
                 while True:
                     try:  # timestamp 0 is librdkafka's "now", as for a record without one
-                        txn.producer.produce(topic, value=r.value, key=r.key, partition=partition,
+                        txn.producer.produce(topic, value=value, key=key, partition=partition,
                                              headers=r.headers or None, on_delivery=txn.on_delivery,
                                              timestamp=r.timestamp or 0)
                         break

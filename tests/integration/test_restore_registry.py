@@ -169,3 +169,164 @@ def test_an_unreachable_target_is_a_registry_error_without_the_credentials(schem
         copy_schemas(client_of(schema_registry), target, {"value": [sid]}, topic=topic())
     assert "s3cret" not in str(e.value) and "unreachable registering source schema id" in str(e.value)
     assert e.value.exit_code == 5
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+def archive_wire_topic(spark, kafka, s3, bucket, topic_name, schema_registry, target_registry) -> tuple:
+    """A topic of wire-format Avro values (two schema versions) and keys serialized with registry A, archived
+    (format avro, Avro keys files); B given unrelated schemas first. (config dict, rows, keys, values)."""
+    from support.archive_checks import base_config, produce
+
+    import lakesink
+    from lakesink.config import SinkConfig
+
+    a = schema_registry.client()
+    rows = [({"id": i}, {"id": i, "name": f"n{i}"} if i < 4 else {"id": i, "name": f"n{i}", "email": f"e{i}"})
+            for i in range(7)]
+    key_ser, v1, v2 = (AvroSerializer(a, json.dumps(s)) for s in (KEY, USER_V1, USER_V2))
+    keys = [key_ser(k, ctx(topic_name, True)) for k, _ in rows]
+    values = [(v1 if i < 4 else v2)(v, ctx(topic_name)) for i, (_, v) in enumerate(rows)]
+    diverge(target_registry, scan_ids(values) | scan_ids(keys))
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, values, keys=keys, partition_of=lambda i: 0, headers=False)
+    conf = base_config(kafka, s3, bucket, topic_name, **{
+        "format.class": "avro", "flush.size": "100", "store.kafka.keys": "true", "keys.format.class": "avro",
+        "value.decoder": "avro", "key.decoder": "avro", "schema.registry.url": schema_registry.url})
+    assert lakesink.SinkJob(spark, SinkConfig.from_dict(conf)).run_batch(flush_tail=True).records == 7
+    return conf, rows, keys, values
+
+
+def test_restore_of_a_wire_avro_topic_into_another_registry_read_with_its_deserializer(
+        spark, kafka, s3, bucket, topic_name, schema_registry, target_registry):
+    """Archive a topic of wire-format Avro values (two schema versions) and keys with registry A; restore it with
+    ``target_registry`` = B into a new topic; a consumer deserializing with B's AvroDeserializer gets the same
+    records, and the produced datum bytes are the archived ones."""
+    from support.archive_checks import consume
+
+    import lakesink
+    from lakesink.config import SinkConfig
+
+    conf, rows, keys, values = archive_wire_topic(spark, kafka, s3, bucket, topic_name, schema_registry,
+                                                  target_registry)
+    cfg = SinkConfig.from_dict(conf)
+    a = schema_registry.client()
+
+    dest = f"copy_of_{topic_name}"
+    kafka.create_topic(dest, partitions=1)
+    rep = lakesink.restore(spark, cfg, to_topic=dest, target_registry=target_registry.url)
+    assert rep.produced == 7
+    assert sorted(rep.schema_copies) == sorted(set(rep.schema_copies)) and len(rep.schema_copies) == 3
+
+    got = consume(kafka, dest)
+    b = target_registry.client()
+    key_de, value_de = AvroDeserializer(b), AvroDeserializer(b)
+    assert [(key_de(k, ctx(dest, True)), value_de(v, ctx(dest))) for k, v, *_ in got] == \
+           rows  # each value read with its writer schema, as B holds it
+    assert [(k[5:], v[5:]) for k, v, *_ in got] == [(k[5:], v[5:]) for k, v in zip(keys, values)]
+    assert all(k[1:5] != k0[1:5] and v[1:5] != v0[1:5] for (k, v, *_), k0, v0 in zip(got, keys, values))
+    for (k, v, *_), k0, v0 in zip(got, keys, values):  # B's schema under each new id is A's under the old
+        for new, old in ((k, k0), (v, v0)):
+            assert b.get_schema(int.from_bytes(new[1:5], "big")).schema_str == \
+                   a.get_schema(int.from_bytes(old[1:5], "big")).schema_str
+    assert sorted(s for s in b.get_subjects() if s.startswith(dest)) == [f"{dest}-key", f"{dest}-value"]
+
+
+def test_cli_restore_with_a_target_registry_config_refuses_an_incompatible_subject_then_restores(
+        spark, kafka, s3, bucket, topic_name, schema_registry, target_registry, tmp_path):
+    """`lakesink restore --target-registry-config FILE`: the target's subject refuses the copy (one line naming
+    subject, source id and the registry's message, exit 1, nothing produced); a bad key in FILE is exit 3 naming
+    it; then `--target-registry URL` into another topic restores every record with B's ids."""
+    from support.archive_checks import consume, run_cli
+
+    conf, rows, keys, values = archive_wire_topic(spark, kafka, s3, bucket, topic_name, schema_registry,
+                                                  target_registry)
+    path = tmp_path / "sink.json"
+    path.write_text(json.dumps(conf))
+    dest, dest2 = f"copy_of_{topic_name}", f"copy2_of_{topic_name}"
+    kafka.create_topic(dest, partitions=1)
+    kafka.create_topic(dest2, partitions=1)
+    b = target_registry.client()
+    b.register_schema(f"{dest}-value", Schema(json.dumps({"type": "record", "name": "Other", "fields": [
+        {"name": "z", "type": "int"}]}), "AVRO"))
+    b.set_compatibility(f"{dest}-value", "FULL")
+    reg_conf = tmp_path / "target-registry.properties"
+    reg_conf.write_text(f"schema.registry.url={target_registry.url}\nschema.registry.timeout=20\n")
+
+    rc, out = run_cli(["restore", "--config", str(path), "--to-topic", dest, "--target-registry-config",
+                       str(reg_conf), "--master", "local[1]"])
+    errors = [ln for ln in out.splitlines() if ln.startswith("lakesink:")]
+    assert rc == 1 and len(errors) == 1 and "Traceback" not in out, out[-3000:]
+    first_id = min(int.from_bytes(v[1:5], "big") for v in values)
+    assert f"refused source schema id {first_id} under subject '{dest}-value' (incompatible" in errors[0]
+    assert target_registry.url in errors[0] and "nothing was restored" in errors[0]
+    assert consume(kafka, dest) == []
+
+    bad = tmp_path / "bad.properties"
+    bad.write_text(f"schema.registry.url={target_registry.url}\nschema.registry.basic.auth.user.info=nocolon\n")
+    rc, out = run_cli(["restore", "--config", str(path), "--to-topic", dest2, "--target-registry-config", str(bad)])
+    errors = [ln for ln in out.splitlines() if ln.startswith("lakesink:")]
+    assert rc == 3 and len(errors) == 1, out[-3000:]
+    assert "schema.registry.basic.auth.user.info" in errors[0] and "nocolon" not in out
+
+    rc, out = run_cli(["restore", "--config", str(path), "--to-topic", dest2, "--target-registry",
+                       target_registry.url, "--master", "local[1]"])
+    assert rc == 0 and "7 record(s) produced" in out, out[-3000:]
+    got = consume(kafka, dest2)
+    value_de = AvroDeserializer(b)
+    assert [value_de(v, ctx(dest2)) for _k, v, *_ in got] == [v for _k, v in rows]
+    assert [v[5:] for _k, v, *_ in got] == [v[5:] for v in values]
+
+
+def test_raw_wire_protobuf_bytes_rewritten_and_a_record_whose_id_was_not_copied_is_never_produced(
+        spark, kafka, s3, bucket, topic_name, schema_registry, target_registry):
+    """A ByteArray archive of raw wire-format Protobuf values (a schema with a reference, under the topic's
+    subject) and, at offset 3, a JSON Schema value whose schema is under another topic's subject only: restoring
+    values (``target_registry_roles="value"``) fails naming that record and its id, nothing produced; up to
+    offset 2 the records come with B's id and the same bytes after it."""
+    from support.archive_checks import base_config, consume, produce
+
+    import lakesink
+    from lakesink.config import SinkConfig
+    from lakesink.errors import RestoreError
+
+    a = schema_registry.client()
+    common_subject = f"{topic_name}-ex/common.proto"
+    a.register_schema(common_subject, Schema(COMMON_PROTO, "PROTOBUF"))
+    proto_id = a.register_schema(f"{topic_name}-value", Schema(ORDER_PROTO, "PROTOBUF", [
+        SchemaReference("ex/common.proto", common_subject, 1)]))
+    # message index [0] (Order) encoded as the single byte 0, then Order{id=i, price={currency="EUR"}}
+    values = [b"\x00" + proto_id.to_bytes(4, "big") + b"\x00" + bytes([0x08, i, 0x12, 0x05, 0x0a, 0x03]) + b"EUR"
+              for i in range(1, 4)]
+    sep = "<rec-sep>"  # binary values: a separator no record holds
+    stray = JSONSerializer(json.dumps(ORDER_JSON), a)({"id": 9, "item": "x"}, ctx(f"other-{topic_name}"))
+    values.append(stray)
+    diverge(target_registry, scan_ids(values))
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, values, partition_of=lambda i: 0, headers=False)
+    cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+        "format.class": "bytearray", "format.bytearray.separator": sep, "flush.size": "100",
+        "schema.registry.url": schema_registry.url}))
+    assert all(sep.encode() not in v for v in values)
+    assert lakesink.SinkJob(spark, cfg).run_batch(flush_tail=True).records == 4
+
+    dest = f"copy_of_{topic_name}"
+    kafka.create_topic(dest, partitions=1)
+    with pytest.raises(RestoreError) as e:
+        lakesink.restore(spark, cfg, to_topic=dest, target_registry=target_registry.url,
+                         target_registry_roles="value")
+    stray_id = int.from_bytes(stray[1:5], "big")
+    assert f"record {topic_name}-0@3: value schema id {stray_id} was not copied to {target_registry.url}" in \
+           str(e.value)
+    assert consume(kafka, dest) == []  # the open transaction was aborted: nothing visible
+
+    rep = lakesink.restore(spark, cfg, to_topic=dest, to_offset=2, target_registry=target_registry.url,
+                           target_registry_roles="value")
+    assert rep.produced == 3
+    got = [v for _k, v, *_ in consume(kafka, dest)]
+    assert [v[5:] for v in got] == [v[5:] for v in values[:3]]
+    (new_id,) = {int.from_bytes(v[1:5], "big") for v in got}
+    assert new_id != proto_id
+    served = target_registry.client().get_schema(new_id)
+    assert (served.schema_type, served.schema_str) == ("PROTOBUF", a.get_schema(proto_id).schema_str)
+    assert [r.subject for r in served.references] == [common_subject]

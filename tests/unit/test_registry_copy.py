@@ -176,3 +176,65 @@ def test_copy_refuses_bad_arguments():
 
 def test_schema_copy_error_is_a_refused_restore():
     assert issubclass(SchemaCopyError, RestoreRefusedError) and SchemaCopyError("x").exit_code == 1
+
+
+# ---------------------------------------------------------------------------------------------- driver settings
+
+def test_target_registry_settings_from_a_url_keys_or_settings():
+    from lakesink.driver.restore_registry import target_registry_settings
+    from lakesink.schemas.registry import RegistrySettings
+
+    s = target_registry_settings("https://sr.example:8081")
+    assert (s.url, s.user_info) == ("https://sr.example:8081", None)
+    s = target_registry_settings({"schema.registry.url": "https://sr.example", "basic.auth.user.info": "u:pw",
+                                  "schema.registry.timeout": "20"})
+    assert (s.user_info, s.timeout_s) == ("u:pw", 20.0) and "pw" not in repr(s)
+    same = RegistrySettings("http://x:1")
+    assert target_registry_settings(same) is same
+
+
+def test_a_bad_target_registry_key_is_a_config_error_naming_it_without_the_secret():
+    from lakesink.driver.restore_registry import target_registry_settings
+    from lakesink.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        target_registry_settings({"schema.registry.url": "https://sr.example",
+                                  "schema.registry.basic.auth.user.info": "nocolonsecret"}, "target.properties")
+    assert str(e.value).startswith("target.properties: schema.registry.basic.auth.user.info=")
+    assert "nocolonsecret" not in str(e.value) and e.value.exit_code == 3
+    with pytest.raises(ConfigError, match="schema.registry.url.*URL is missing"):
+        target_registry_settings({"schema.registry.timeout": "3"})
+    with pytest.raises(InvalidArgumentError, match="not int"):
+        target_registry_settings(3)
+
+
+def test_rewritten_roles_follow_what_the_archive_gives_back_in_wire_format():
+    from types import SimpleNamespace
+
+    from lakesink.driver.restore_registry import rewritten_roles
+
+    def cfg(value_decoder="bytes", key_decoder="bytes", fmt="bytearray", keys_fmt="avro"):
+        return SimpleNamespace(value_decoder=value_decoder, key_decoder=key_decoder, format_name=fmt,
+                               keys_format_name=keys_fmt)
+
+    assert rewritten_roles(cfg("avro", "avro", "avro")) == ("value", "key")
+    assert rewritten_roles(cfg("avro", "string", "parquet")) == ("value",)
+    assert rewritten_roles(cfg("json_schema", "avro", "json", "json")) == ()  # archived decoded: JSON text back
+    assert rewritten_roles(cfg(), "both") == ("value", "key")
+    assert rewritten_roles(cfg(), ["key"]) == ("key",)
+    with pytest.raises(InvalidArgumentError, match="give value, key or both"):
+        rewritten_roles(cfg(), "headers")
+
+
+def test_a_target_registry_for_an_archive_without_wire_format_bytes_is_refused_before_any_registry_call():
+    from types import SimpleNamespace
+
+    from lakesink.driver.restore_registry import schema_id_map
+
+    cfg = SimpleNamespace(value_decoder="json_schema", key_decoder="string", format_name="json",
+                          keys_format_name="json", source="sink.properties")
+    with pytest.raises(InvalidArgumentError) as e:
+        schema_id_map(cfg, "http://127.0.0.1:1/never-called", [], {})  # type: ignore[arg-type]
+    assert str(e.value).startswith("--target-registry rewrites the schema ids of wire-format records, and this "
+                                   "archive gives back none by itself (value.decoder=json_schema with format json")
+    assert e.value.exit_code == 2
