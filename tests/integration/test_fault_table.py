@@ -370,6 +370,16 @@ covered_by("F89", "tests/unit/test_restore_latest.py::"
                   "test_a_keyless_record_is_refused_naming_it")
 covered_by("F90", "tests/integration/test_sql_views.py::"
                   "test_cli_sql_in_process_text_json_and_bad_sql")
+covered_by("F91", "tests/integration/test_restore_registry.py::"
+                  "test_cli_restore_with_a_target_registry_config_refuses_an_incompatible_subject_then_restores")
+covered_by("F92", "tests/integration/test_restore_registry.py::"
+                  "test_cli_restore_with_a_target_registry_config_refuses_an_incompatible_subject_then_restores")
+covered_by("F93", "tests/integration/test_restore_registry.py::"
+                  "test_an_unreachable_target_is_a_registry_error_without_the_credentials")
+covered_by("F94", "tests/integration/test_restore_registry.py::"
+                  "test_raw_wire_protobuf_bytes_rewritten_and_a_record_whose_id_was_not_copied_is_never_produced")
+covered_by("F95", "tests/unit/test_registry_copy.py::"
+                  "test_a_target_registry_for_an_archive_without_wire_format_bytes_is_refused_before_any_registry_call")
 
 
 # ------------------------------------------------------------------------------------- not failures
