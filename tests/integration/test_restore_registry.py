@@ -6,6 +6,7 @@ the new id exactly the schema A had under the old one, and B's deserializers rea
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -272,6 +273,7 @@ def test_cli_restore_with_a_target_registry_config_refuses_an_incompatible_subje
     rc, out = run_cli(["restore", "--config", str(path), "--to-topic", dest2, "--target-registry",
                        target_registry.url, "--master", "local[1]"])
     assert rc == 0 and "7 record(s) produced" in out, out[-3000:]
+    assert re.search(rf"  schema copied: value id \d+ -> \d+ under {re.escape(dest2)}-value \(AVRO\)", out), out[-3000:]
     got = consume(kafka, dest2)
     value_de = AvroDeserializer(b)
     assert [value_de(v, ctx(dest2)) for _k, v, *_ in got] == [v for _k, v in rows]
