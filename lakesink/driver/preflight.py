@@ -41,7 +41,10 @@ def check_broker(cfg: "SinkConfig", timeout_s: float = TIMEOUT_S, poll_s: float 
     conf = client_config(cfg.kafka_options)
     servers = conf.get("bootstrap.servers", "?")
     watch = ErrorWatch(conf)
-    admin = AdminClient({**conf, "socket.timeout.ms": min(300000, int(timeout_s * 1000)), "error_cb": watch})
+    # the first attempt is not delayed by the backoff; a definitive failure is answered at the next poll, and the
+    # backoff keeps librdkafka from retrying the handshake every ~50 ms while this process waits for a core
+    admin = AdminClient({"reconnect.backoff.ms": 1000, "reconnect.backoff.max.ms": 10000, **conf,
+                         "socket.timeout.ms": min(300000, int(timeout_s * 1000)), "error_cb": watch})
     deadline = time.monotonic() + timeout_s
     try:
         fut = admin.describe_cluster(request_timeout=timeout_s)
