@@ -149,7 +149,7 @@ def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, con
 
     df = sql(spark, config_or_manifest, query, config=config, all_jobs=all_jobs)
     try:
-        if not orders_rows(query_statements(query, QUERY_NAMES)[0]):
+        if not orders_rows(query):  # sql() checked it is one query
             df = df.orderBy(*[c for c, t in df.dtypes if not t.startswith("map")])
         rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
     except (ParseException, AnalysisException) as e:

@@ -72,28 +72,10 @@ def produce_rounds(kafka, topic: str) -> int:
 
 def source_log(kafka, topic: str) -> dict[int, list[tuple[int, bytes, bytes | None]]]:
     """{partition: [(offset, key, value)]} as the broker holds the log now."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from support.archive_checks import consume
 
-    out: dict[int, list] = {}
-    for part in range(PARTITIONS):
-        c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"log-{uuid.uuid4().hex[:6]}",
-                      "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-        recs = []
-        try:
-            c.assign([TopicPartition(topic, part, 0)])
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                m = c.poll(1.0)
-                if m is None:
-                    continue
-                if m.error():
-                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error().str()
-                    break
-                recs.append((m.offset(), m.key(), m.value()))
-        finally:
-            c.close()
-        out[part] = recs
-    return out
+    return {part: [(o, k, v) for o, k, v, *_ in consume(kafka, topic, part, "read_uncommitted", offsets=True)]
+            for part in range(PARTITIONS)}
 
 
 def compacted(log: dict[int, list]) -> bool:

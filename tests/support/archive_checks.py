@@ -298,8 +298,10 @@ def local_workers_of(driver: int) -> list[int]:
     return sorted(started | {w for w, parent in workers.items() if parent in started})
 
 
-def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_committed") -> list[tuple]:
-    """Every record of ``topic``-``partition`` visible at ``isolation``: (key, value, headers, timestamp, type)."""
+def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_committed",
+            offsets: bool = False) -> list[tuple]:
+    """Every record of ``topic``-``partition`` visible at ``isolation``: (key, value, headers, timestamp, type),
+    with the record's offset first when ``offsets``."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"check-{uuid.uuid4().hex[:6]}",
@@ -317,8 +319,8 @@ def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_commit
                 if m.error().code() == KafkaError._PARTITION_EOF:
                     return out
                 raise AssertionError(m.error().str())
-            out.append((m.key(), m.value(), list(m.headers() or []), m.timestamp()[1],
-                        m.timestamp()[0]))
+            rec = (m.key(), m.value(), list(m.headers() or []), m.timestamp()[1], m.timestamp()[0])
+            out.append((m.offset(), *rec) if offsets else rec)
         raise AssertionError("no end of partition within 60 s")
     finally:
         c.close()
