@@ -337,19 +337,27 @@ def spark_schedules_only(cfg: "SinkConfig") -> bool:
     return why_spark_runs_tasks(cfg) is None
 
 
-def why_spark_runs_tasks(cfg: "SinkConfig") -> str | None:
-    """What in ``cfg`` needs Spark itself (the one wording of the engine choice and the local runner), or None
-    when Spark would only schedule Python tasks (:func:`spark_schedules_only`)."""
-    from lakesink.manifest.metrics import MetricsTable, metrics_location
+def catalog_table(cfg: "SinkConfig") -> str | None:
+    """The first of the job's tables that only Spark can write or read -- the manifest when it is a catalog table
+    (or ``manifest.engine=spark``), else the metrics table when it is a catalog table -- with why, or None when
+    every table is a path table that delta-rs reads (what ``lakesink sql`` and the local runner both ask)."""
+    from lakesink.manifest.metrics import metrics_location
+    from lakesink.manifest.location import parse_location
 
-    if cfg.kafka_reader != "direct":
-        return "kafka.reader=spark reads Kafka with Spark's Kafka source"
     if cfg.manifest_engine != "delta-rs":
         return f"the manifest {cfg.manifest_location!r} is written by Spark (a catalog table or manifest.engine=spark)"
     metrics = metrics_location(cfg)
-    if metrics is not None and not MetricsTable(metrics).is_path:
+    if metrics is not None and not parse_location(metrics).is_path:
         return f"the metrics table {metrics!r} is a catalog table"
     return None
+
+
+def why_spark_runs_tasks(cfg: "SinkConfig") -> str | None:
+    """What in ``cfg`` needs Spark itself (the one wording of the engine choice and the local runner), or None
+    when Spark would only schedule Python tasks (:func:`spark_schedules_only`)."""
+    if cfg.kafka_reader != "direct":
+        return "kafka.reader=spark reads Kafka with Spark's Kafka source"
+    return catalog_table(cfg)
 
 
 # ----------------------------------------------------------------------------- what a task receives

@@ -163,21 +163,17 @@ def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, con
 def sql_engine(cfg: "SinkConfig", requested: str = "auto") -> str:
     """``duckdb`` or ``spark``: what runs ``lakesink sql`` for ``cfg``. DuckDB needs a path manifest (and a path
     metrics table, when there is one); asking for it with a catalog table is a usage error naming the table."""
-    from lakesink.manifest.location import parse_location
-    from lakesink.manifest.metrics import metrics_location
+    from lakesink import wiring
 
     if requested not in ENGINES:
         raise InvalidArgumentError(f"--engine {requested!r}: one of {', '.join(ENGINES)}")
     if requested == "spark":
         return "spark"
-    metrics = metrics_location(cfg)
-    catalog = cfg.manifest_location if cfg.manifest_engine != "delta-rs" else \
-        metrics if metrics is not None and not parse_location(metrics).is_path else None
+    catalog = wiring.catalog_table(cfg)
     if catalog is None:
         return "duckdb"
     if requested == "duckdb":
-        raise InvalidArgumentError(f"--engine duckdb reads path tables only, and {catalog!r} is a catalog table "
-                                   f"(or manifest.engine=spark): use --engine spark")
+        raise InvalidArgumentError(f"--engine duckdb reads path tables only, and {catalog}: use --engine spark")
     return "spark"
 
 

@@ -239,3 +239,19 @@ def test_progress_counts_completed_local_tasks():
     counts = DriverCounts()
     counts.add_rows([encode_result(PartitionStatus("t", 0, 2, 0, 1))])
     assert counts.tasks == 1 and counts.value.records_read == 2
+
+
+@pytest.mark.parametrize("extra,why", [
+    ({"manifest.location": "main.ops.manifest"}, "the manifest 'main.ops.manifest' is written by Spark"),
+    ({"metrics.location": "main.ops.metrics"}, "the metrics table 'main.ops.metrics' is a catalog table"),
+])
+def test_sql_asks_the_same_catalog_question(extra, why):
+    """``lakesink sql`` picks DuckDB by the rule the runner uses (wiring.catalog_table): a catalog table goes to
+    Spark, and --engine duckdb on one is a usage error naming it."""
+    from lakesink.driver.sql import sql_engine
+
+    cfg = SinkConfig.from_dict({**BASE, **extra})
+    assert sql_engine(cfg, "auto") == "spark"
+    with pytest.raises(InvalidArgumentError, match=f"--engine duckdb reads path tables only, and {why}"):
+        sql_engine(cfg, "duckdb")
+    assert sql_engine(SinkConfig.from_dict(BASE), "auto") == "duckdb"
