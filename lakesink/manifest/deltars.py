@@ -136,35 +136,33 @@ class DeltaRsManifest:
         return self._table().version() if self.exists() else -1
 
     def arrow(self, columns: list[str] | None = None, job: str | None = None, kind: str | None = None) -> "pa.Table":
-        """The current rows as an Arrow table (only ``columns``; only ``job``'s / ``kind`` rows)."""
-        filters = [(c, "=", v) for c, v in (("job", job), ("kind", kind)) if v is not None]
-        try:
-            ds = self._table().to_pyarrow_dataset()
-            import pyarrow.compute as pc
+        """The current rows as an Arrow table with the manifest's own column types (only ``columns``; only
+        ``job``'s / ``kind`` rows): :meth:`scan`'s read, its string views cast back to strings."""
+        import pyarrow as pa
 
-            expr = None
-            for c, _, v in filters:
-                e = pc.field(c) == v
-                expr = e if expr is None else expr & e
-            # no scan threads: Arrow threads over delta-rs's Python filesystem can abort the interpreter when it
-            # exits ("terminate called without an active exception", ~1 process in 20 here); manifest reads are
-            # a few files, so threads would buy little
-            return ds.to_table(columns=columns, filter=expr, use_threads=False)
-        except ManifestError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+        schema = arrow_schema()
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        return self._query(schema.names, {"job": job, "kind": kind}).cast(schema)
 
     def scan(self, job: str | None = None) -> "pa.Table":
         """Every current row (only ``job``'s) read by delta-rs's own engine (DataFusion: Rust threads, no Python
-        filesystem): several times :meth:`arrow`'s speed on a table of many small files, for ``lakesink sql``.
+        filesystem; several times a pyarrow dataset's speed on a table of many small files), for ``lakesink sql``.
         String columns come back as Arrow string views."""
+        return self._query(None, {"job": job})
+
+    def _query(self, columns: list[str] | None, equal: dict[str, str | None]) -> "pa.Table":
         import pyarrow as pa
         from deltalake import QueryBuilder
 
-        where = "" if job is None else " WHERE job = '" + job.replace("'", "''") + "'"
+        def literal(v: str) -> str:
+            return "'" + v.replace("'", "''") + "'"
+
+        select = "*" if columns is None else ", ".join(f'"{c}"' for c in columns)
+        where = " AND ".join(f'"{c}" = {literal(v)}' for c, v in equal.items() if v is not None)
         try:
-            rows = QueryBuilder().register("manifest", self._table()).execute("SELECT * FROM manifest" + where)
+            rows = QueryBuilder().register("manifest", self._table()).execute(
+                f"SELECT {select} FROM manifest" + (f" WHERE {where}" if where else ""))
             # through the Arrow stream, not pa.table(): that checks for a pandas DataFrame, importing pandas (0.4 s)
             return pa.RecordBatchReader.from_stream(rows.read_all()).read_all()
         except ManifestError:

@@ -316,3 +316,22 @@ def test_rows_come_in_the_views_natural_order_unless_the_query_orders_them(job_f
     assert main(["--format", "json", "sql", "--config", job_file,
                  "SELECT kafka_partition FROM objects ORDER BY kafka_partition DESC"]) == 0
     assert [r["kafka_partition"] for r in json.loads(capsys.readouterr().out)["rows"]] == [1, 0]
+
+
+def test_manifest_arrow_reads_typed_filtered_rows(tmp_path):
+    """DeltaRsManifest.arrow (status, validate, schema check, restore's topics) reads through delta-rs's own
+    engine like scan, yet answers in the manifest's column types (plain strings, not string views) and filters
+    by job and kind, a quote in the job name included."""
+    from lakesink.manifest.deltars import arrow_schema
+
+    m = DeltaRsManifest(str(tmp_path / "manifest"))
+    m.ensure()
+    m.commit("j'1", 0, "r1", [obj("orders", 0, 0, 3, 0, 3), advance_row("orders", 0, 4, 5, "markers")])
+    m.commit("other", 0, "r2", [obj("secret", 0, 0, 9, 0, 9)])
+    everything = m.arrow()
+    assert everything.schema == arrow_schema() and everything.num_rows == 3
+    t = m.arrow(["object_key", "side_files"], job="j'1", kind="object")
+    assert t.schema == pa.schema([arrow_schema().field("object_key"), arrow_schema().field("side_files")])
+    assert t.column("object_key").to_pylist() == ["topics/orders/partition=0/orders+0+0000000000.json"]
+    assert t.column("side_files").to_pylist()[0][0]["view"] == "metadata"
+    assert sorted(m.arrow(["kind"], job="j'1").column("kind").to_pylist()) == ["advance", "object"]
