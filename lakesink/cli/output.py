@@ -173,8 +173,9 @@ class TextOutput(Output):
         at_most = "" if rep.exact else " at most"
         label = "restore" if rep.name is None else f"restore {rep.name!r}"
         mode = f" ({rep.mode}: it produces at most the records it reads)" if rep.latest_per_key else ""
-        where = (f"from {len(rep.partitions)} source partition(s)" if getattr(rep, "routing", None)
-                 else f"into {len(rep.partitions)} partition(s)")
+        count = (f"{len(rep.partitions)} source partition(s)" if getattr(rep, "routing", None)
+                 else f"{len(rep.partitions)} partition(s)")
+        where = f"from {count}" if getattr(rep, "routing", None) else f"into {count}"
         if rep.dry_run:
             self._p(f"dry run of {label}: would read {rep.objects} object(s),{at_most} {rep.records} "
                     f"record(s), {rep.bytes} bytes, {where}{mode}")
@@ -183,7 +184,7 @@ class TextOutput(Output):
                     + (f"{rep.tombstones_dropped} tombstone(s) dropped, " if rep.drop_tombstones else "")
                     if rep.latest_per_key else "")
             self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, {left}"
-                    f"{where.replace('into ', '').replace('from ', '')}, {rep.seconds:.1f}s (progress in group {rep.group!r})")
+                    f"{count}, {rep.seconds:.1f}s (progress in group {rep.group!r})")
         self._p(*(f"  schema copied: {c}" for c in getattr(rep, "schema_copies", None) or ()))
         self._p(*(f"  routing: {line}" for line in getattr(rep, "routing", None) or ()))
 

@@ -286,9 +286,10 @@ def overlap_refusal(part: PartitionRestore, objs: list[ArchivedObject], cut: Cut
         hit = cov.source(part.source_topic, part.source_partition).conflicts(spans, foreign=True)
         if hit:
             a, b = hit[0]
+            how = ("restore with that restore's --partitioner / --partition-map (and --name) to skip what it "
+                   "produced" if ":" in group else "restore with that restore's --name to skip what it produced")
             return (f"offsets {a}-{b} of {src} were already restored into {where} by the restore recorded in group "
-                    f"{group!r}; nothing was produced: restore with that restore's --name to skip what it produced, "
-                    f"or pass --again to produce them again (duplicates)")
+                    f"{group!r}; nothing was produced: {how}, or pass --again to produce them again (duplicates)")
     return None
 
 
@@ -401,8 +402,8 @@ def _routing_lines(routers: dict[str, Router]) -> list[str]:
     out = []
     for topic, r in sorted(routers.items()):
         if r.keyed:
-            out.append(f"{topic} ({r.num_partitions} partitions): --partitioner default, murmur2 on the key as the Java "
-                       f"producer's default partitioner; {KEYLESS_RULE}")
+            out.append(f"{topic} ({r.num_partitions} partitions): --partitioner default, murmur2 on the key as the "
+                       f"Java producer's default partitioner; {KEYLESS_RULE}")
         else:
             out.append(f"{topic} ({r.num_partitions} partitions): --partition-map {r.partition_map}")
     return out

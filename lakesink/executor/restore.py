@@ -67,7 +67,8 @@ from lakesink.executor.restore_progress import (check_group_idle, group_coverage
                                                 read_coverage, read_progress, routed_group)
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
-           "transactional_id", "routed_transactional_id", "transactional_producer_config", "RestoreSummary", "RestoreResult", "dry_run",
+           "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
+           "RestoreSummary", "RestoreResult", "dry_run",
            "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters"]
 
 log = logging.getLogger("lakesink.executor.restore")
@@ -294,8 +295,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     check_group_idle(admin, group, timeout_s)
     meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if router is not None and meta is not None and meta.error is None and len(meta.partitions) != router.num_partitions:
-        raise RestoreRefusedError(f"{dest}: the destination topic has {len(meta.partitions)} partition(s) now, the "
-                                  f"restore was planned for {router.num_partitions}; nothing was produced: run it again")
+        raise RestoreRefusedError(f"{dest}: the destination topic has {len(meta.partitions)} partition(s) now, "
+                                  f"the restore was planned for {router.num_partitions}; nothing was produced: run "
+                                  f"it again")
     if meta is None or meta.error is not None or slots[0] not in meta.partitions:
         why = meta.error.str() if meta is not None and meta.error is not None else "no such topic-partition"
         raise RestoreError(f"{dest}: the destination topic-partition does not exist ({why}); create it first")
@@ -400,7 +402,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 continue
             now_ms = int(time.time() * 1000)
             # routed: each record's destination from the key it is produced with (one numpy pass per read)
-            routes = (router.route_many(src_part, [_key_bytes(r.key) for r in records])
+            routes = (router.route_many(src_part, [produced_key_bytes(r.key) for r in records])
                       if router is not None and router.keyed and new_key is None else None)
             for i, r in enumerate(records):
                 verdict = KEEP if latest is None else latest.verdict(r.offset, r.key, r.value)
@@ -430,7 +432,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 elif routes is not None:
                     part = int(routes[i])
                 else:
-                    part = router.route(src_part, _key_bytes(key))
+                    part = router.route(src_part, produced_key_bytes(key))
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
@@ -479,7 +481,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     return result
 
 
-def _key_bytes(key: Any) -> bytes | None:
+def produced_key_bytes(key: Any) -> bytes | None:
     """The bytes a key is produced as (librdkafka encodes a str key as UTF-8): what the Java producer hashes."""
     return key.encode("utf-8") if isinstance(key, str) else key
 

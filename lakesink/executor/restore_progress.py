@@ -12,7 +12,8 @@ import time
 from lakesink.errors import RestoreError, RestoreGroupActiveError
 from lakesink.executor.coverage import Coverage
 
-__all__ = ["PROGRESS_READ_TIMEOUT_S", "progress_group", "routed_group", "kafka_error_of", "check_group_idle", "read_progress",
+__all__ = ["PROGRESS_READ_TIMEOUT_S", "progress_group", "routed_group", "kafka_error_of", "check_group_idle",
+           "read_progress",
            "read_coverage", "group_coverages"]
 
 #: how long a stable read of the progress offset retries UNSTABLE_OFFSET_COMMIT

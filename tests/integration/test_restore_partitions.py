@@ -121,7 +121,8 @@ def test_4_to_2_by_key_then_another_routing_is_another_restores(spark, kafka, ar
     check_routed(read_all(kafka, dest, 2), source, 2)
     # a map into the same topic would put the same source offsets elsewhere: refused, naming the restore
     with pytest.raises(RestoreRefusedError, match=r"were already restored into .* by the restore recorded in group "
-                                                  r"'lakesink-restore:parts-[0-9a-f]+:0:default/2'"):
+                                                  r"'lakesink-restore:parts-[0-9a-f]+:0:default/2'; nothing was produced: restore with that "
+                                                  r"restore's --partitioner / --partition-map"):
         lakesink.restore(spark, cfg, to_topic=dest, partition_map="0=0,1=0,2=1,3=1", runner=local_tasks)
     # and so would a plain restore (same partition numbers) of the source partitions the destination has
     with pytest.raises(RestoreRefusedError, match="by the restore recorded in group 'lakesink-restore:parts-"):

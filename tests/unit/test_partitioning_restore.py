@@ -12,7 +12,7 @@ from lakesink.driver.restore import PartitionRestore, RestoreReport, build_route
 from lakesink.errors import InvalidArgumentError, RestoreRefusedError
 from lakesink.executor.partitioning import Router
 from lakesink.executor.readback import ArchivedObject, Cut
-from lakesink.executor.restore import _key_bytes, routed_transactional_id, transactional_id
+from lakesink.executor.restore import produced_key_bytes, routed_transactional_id, transactional_id
 from lakesink.executor.restore_progress import progress_group, routed_group
 
 
@@ -107,7 +107,8 @@ def test_restore_api_refuses_bad_flags_before_reading_anything():
 
 
 def test_keys_are_routed_as_the_bytes_produced():
-    assert _key_bytes("é") == "é".encode() and _key_bytes(b"\x00") == b"\x00" and _key_bytes(None) is None
+    assert produced_key_bytes("é") == "é".encode() and produced_key_bytes(b"\x00") == b"\x00"
+    assert produced_key_bytes(None) is None
 
 
 def test_text_report_shows_each_sources_destinations_and_the_routing():
