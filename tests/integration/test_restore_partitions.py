@@ -219,3 +219,13 @@ def test_sigkill_then_rerun_produces_each_record_once(spark, kafka, archive, tmp
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1])["produced"] == len(source[0]) - committed
     check_routed(read_all(kafka, dest, 6), {0: source[0]}, 6)
+
+
+def test_latest_per_key_is_chosen_per_source_then_routed(spark, kafka, archive, local_tasks):
+    cfg, source = archive
+    dest = f"latest-six-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(dest, partitions=6)
+    rep = lakesink.restore(spark, cfg, to_topic=dest, partitioner="default", latest_per_key=True, runner=local_tasks)
+    last = {sp: [(k, v) for k, v in recs if v.endswith(b"-v%d" % (VERSIONS - 1))] for sp, recs in source.items()}
+    assert rep.produced == len(KEYS) and rep.superseded == len(KEYS) * (VERSIONS - 1)
+    check_routed(read_all(kafka, dest, 6), last, 6)
