@@ -13,8 +13,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("expire", help="retention: list (and with --execute delete) archived objects whose newest "
                                       "record is older than --older-than; the manifest records them as expired")
     p.add_argument("--config", required=True, help="the sink job's config (.properties, Connect JSON or YAML)")
-    p.add_argument("--older-than", required=True, metavar="AGE",
-                   help="expire objects whose newest record is older than this (e.g. 400d, 2w, 12h)")
+    p.add_argument("--older-than", default=None, metavar="AGE",
+                   help="expire objects whose newest record is older than this (e.g. 400d, 2w, 12h); default: the "
+                        "config's archive.retention.ms")
     p.add_argument("--execute", action="store_true", help="expire; without it, a dry run")
     p.set_defaults(func=run)
 
@@ -43,7 +44,22 @@ def run(args: argparse.Namespace, output) -> TableResult:
     from lakesink.driver.expire import expire, parse_age
     from lakesink.driver.preflight import check_stores
 
-    age = parse_age(args.older_than)  # a bad age fails before any service is asked
+    age = parse_age(args.older_than) if args.older_than is not None else None  # fails before any service
     cfg = load_config(args.config)
+    if age is None:
+        age, text = retention_of(cfg)
+    else:
+        text = args.older_than.strip()
     check_stores(cfg, writes=args.execute)
-    return report_table(expire(cfg, age, args.older_than.strip(), execute=args.execute))
+    return report_table(expire(cfg, age, text, execute=args.execute))
+
+
+def retention_of(cfg) -> tuple[float, str]:
+    """The config's ``archive.retention.ms`` as (seconds, how the note says it); one line when it is unset."""
+    from lakesink.errors import InvalidArgumentError
+
+    ms = cfg.archive_retention_ms
+    if ms <= 0:
+        raise InvalidArgumentError(f"{cfg.source or 'config'}: no age limit: pass --older-than AGE or set "
+                                   f"archive.retention.ms in the config")
+    return ms / 1000, f"archive.retention.ms={ms}"

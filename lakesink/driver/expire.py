@@ -101,7 +101,8 @@ def expire(cfg, older_than_s: float, older_than: str, execute: bool = False, now
            run_id: str | None = None, hooks: Hooks = NO_HOOKS) -> ExpireReport:
     """Find (and with ``execute`` expire) ``cfg.name``'s objects whose newest record is older than ``older_than_s``
     seconds before ``now`` (naive UTC; default the clock). ``older_than``: the limit as the user wrote it (in the
-    note). ``hooks``: ``after_commit`` is called between the manifest commit and the deletions."""
+    note). ``hooks``: ``before_commit`` and ``during_commit`` just before the manifest commit, ``after_commit`` between
+    it and the deletions, ``after_delete`` after each deleted file."""
     from lakesink.store import open_store
 
     now = naive_utc(now) if now is not None else dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -130,13 +131,15 @@ def expire(cfg, older_than_s: float, older_than: str, execute: bool = False, now
         report.due, report.kept_untimed = due_objects(read_rows(), cutoff)
         return [expired_row(r, note) for r in report.due]
 
+    hooks.driver("before_commit")
+    hooks.driver("during_commit")
     committed = manifest.commit_notes(cfg.name, report.run_id, "expire", build)
     report.committed = len(committed)
     report.executed = True
     hooks.driver("after_commit")
     done = {tombstone_identity(r) for r in report.unfinished}
     todo = list(report.unfinished) + [r for r in report.due if tombstone_identity(r) not in done]
-    report.deleted = _delete(store, todo)
+    report.deleted = _delete(store, todo, hooks)
     return report
 
 
@@ -154,7 +157,7 @@ def _unfinished(store, rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     return list(out.values())
 
 
-def _delete(store, rows: list[Mapping[str, Any]]) -> list[str]:
+def _delete(store, rows: list[Mapping[str, Any]], hooks: Hooks = NO_HOOKS) -> list[str]:
     """Delete each row's files that still hold the recorded ETag: the recorded version on a versioned bucket."""
     deleted = []
     for r in rows:
@@ -167,4 +170,5 @@ def _delete(store, rows: list[Mapping[str, Any]]) -> list[str]:
             else:
                 store.delete(key)
             deleted.append(key)
+            hooks.driver("after_delete")
     return deleted

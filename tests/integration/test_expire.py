@@ -8,10 +8,13 @@ object (the expired objects are superseded, not missing); the next run finishes 
 vacuum, the restore/read_archive selection and the offset proof all agree afterwards."""
 from __future__ import annotations
 
-import datetime as dt
 import json
+import os
+import signal
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
@@ -24,6 +27,11 @@ from lakesink.driver.vacuum import vacuum
 from lakesink.driver.verify import verify
 from lakesink.hooks import Hooks
 from lakesink import wiring
+from lakesink.store import open_store, strip_etag
+
+HERE = Path(__file__).parent
+#: expire_job.py imports the KillAt hook as support.faults
+CRASH_ENV = {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH", "")) if p)}
 
 RECORDS, FLUSH = 40, 10
 TWO_YEARS_AGO_MS = int((time.time() - 2 * 365 * 86400) * 1000)
@@ -76,7 +84,7 @@ def _sql(path: str, query: str) -> list[dict]:
     return doc["rows"]
 
 
-def test_expire_dry_run_killed_run_and_rerun(archive, s3):
+def test_expire_dry_run_killed_run_and_rerun(archive, s3, tmp_path):
     cfg = SinkConfig.from_dict(archive["raw"])
     path, bucket = archive["path"], archive["bucket"]
     before = _stored(s3, bucket)
@@ -87,6 +95,10 @@ def test_expire_dry_run_killed_run_and_rerun(archive, s3):
     assert rc == 0, out
     assert "would expire 2 object(s), 20 record(s) whose newest record is older than 400d" in out
     assert "dry run: nothing changed" in out
+    keyed = write_config(tmp_path, {**archive["raw"], "archive.retention.ms": str(400 * 86400 * 1000)})
+    rc, out = run_cli(["expire", "--config", keyed])  # the config key's limit, dry run
+    assert rc == 0 and "would expire 2 object(s), 20 record(s) whose newest record is older than " \
+                      "archive.retention.ms=34560000000" in out, out
     assert _stored(s3, bucket) == before and _sql(path, "SELECT * FROM erasures") == []
 
     with pytest.raises(Killed):  # the manifest is committed, nothing is deleted yet
@@ -140,3 +152,45 @@ def test_a_bad_age_is_one_line_with_exit_2(archive):
     rc, out = run_cli(["expire", "--config", archive["path"], "--older-than", "soon"])
     assert rc == 2, out
     assert "lakesink: error: --older-than 'soon': expected an age like 400d" in out and "Traceback" not in out
+
+
+def _live_files_stored(cfg) -> int:
+    """Assert every live object's value and side files are stored with the recorded ETag; their number."""
+    store = open_store(wiring.store_settings(cfg))
+    live, _ = split_objects(None, cfg, wiring.manifest(cfg))
+    n = 0
+    for o in live:
+        for key, etag in [(o.object_key, o.etag)] + [(s["key"], s["etag"]) for s in o.side_files or ()]:
+            head = store.head(key)
+            assert head is not None and strip_etag(head.etag) == strip_etag(etag), f"{key}: live but not stored"
+            n += 1
+    return n
+
+
+def test_sigkill_at_every_point_of_an_expire_then_a_rerun_finishes_it(kafka, s3, tmp_path):
+    """A real kill -9 of an expire process at each point, one after the other on one archive (versioning on):
+    after each, every live manifest row's files are stored; the rerun deletes what was committed, once."""
+    bucket = s3.create_bucket(f"test-{uuid.uuid4().hex[:12]}")
+    s3.client().put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    kafka.create_topic(topic, partitions=2, config={"retention.ms": "-1"})
+    now_ms = int(time.time() * 1000)
+    produce(kafka, topic, json_payloads(RECORDS), partition_of=lambda i: i % 2,
+            timestamps=[TWO_YEARS_AGO_MS + i if i % 2 == 0 else now_ms for i in range(RECORDS)])
+    raw = base_config(kafka, s3, bucket, topic, **{"flush.size": str(FLUSH), "store.kafka.keys": "true"})
+    assert [r.records for r in lakesink.run(None, raw, engine="local")] == [RECORDS]
+    path, cfg = write_config(tmp_path, raw), SinkConfig.from_dict(raw)
+    before = _stored(s3, bucket)
+    old = {k for k in before if "+0+" in k.rsplit("/", 1)[-1]}
+    assert _live_files_stored(cfg) == len(before) == 12  # 4 objects with keys and metadata side files
+
+    for fault in ("before_commit", "during_commit:20", "after_commit", "after_delete"):
+        rc, out = run_cli([fault, path, "400d"], CRASH_ENV, command=[sys.executable, str(HERE / "expire_job.py")])
+        assert rc == -signal.SIGKILL, f"{fault}: not killed (rc {rc}):\n{out[-2000:]}"
+        _live_files_stored(cfg)  # nothing live points at a missing object
+        assert {k for k in _stored(s3, bucket) if k not in old} == set(before) - old  # partition 1 untouched
+    rc, out = run_cli(["expire", "--config", path, "--older-than", "400d", "--execute"])
+    assert rc == 0, out
+    assert set(_stored(s3, bucket)) == set(before) - old and _live_files_stored(cfg) == 6
+    (erasure,) = _sql(path, "SELECT * FROM erasures")  # one commit of 2 tombstones, never a duplicate
+    assert (erasure["objects"], erasure["records"]) == (2, 20)

@@ -82,3 +82,20 @@ def test_ages(text, seconds):
 def test_a_bad_age_is_one_line(text):
     with pytest.raises(InvalidArgumentError, match="--older-than"):
         parse_age(text)
+
+
+BASE = {"name": "job", "topics": "a", "flush.size": "3", "s3.bucket.name": "bkt",
+        "manifest.location": "s3a://bkt/manifest", "kafka.bootstrap.servers": "localhost:9092"}
+
+
+def test_the_config_key_archive_retention_ms_is_the_default_limit():
+    from lakesink.cli.expire import retention_of
+    from lakesink.config import SinkConfig
+    from lakesink.errors import ConfigError
+
+    cfg = SinkConfig.from_dict({**BASE, "archive.retention.ms": str(400 * 86400 * 1000)})
+    assert retention_of(cfg) == (400 * 86400, f"archive.retention.ms={400 * 86400 * 1000}")
+    with pytest.raises(InvalidArgumentError, match="pass --older-than AGE or set archive.retention.ms"):
+        retention_of(SinkConfig.from_dict(BASE))
+    with pytest.raises(ConfigError, match="archive.retention.ms"):
+        SinkConfig.from_dict({**BASE, "archive.retention.ms": "-5"})
