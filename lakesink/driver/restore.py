@@ -348,7 +348,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0,
             runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False,
             target_registry: Any = None, target_subject_strategy: str = "topic",
-            target_registry_roles: Any = None) -> RestoreReport:
+            target_registry_roles: Any = None, on_progress: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -366,7 +366,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     ``schema.registry.*`` keys): the schemas the records use are copied there under ``target_subject_strategy``
     (``topic``: ``<destination>-value``/``-key``; ``source``: the source subjects) and every wire-format value
     and key (``target_registry_roles``: ``value``/``key``/``both``, default from the config's decoders) is
-    produced with its id there, datum bytes unchanged (:mod:`lakesink.driver.restore_registry`)."""
+    produced with its id there, datum bytes unchanged (:mod:`lakesink.driver.restore_registry`).
+    ``on_progress``: called with a :class:`lakesink.runners.progress.Progress` while the tasks run (records
+    produced so far of the records the restore reads, ``label`` ``restore``; a CLI display)."""
     t0 = time.monotonic()
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
@@ -457,9 +459,16 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         from lakesink.runners.spark import SparkRunner
 
         runner = SparkRunner(session())
-    try:  # one destination partition per task
-        out = runner.run(lambda ids: restore_task(ids, tasks, parts, name, producer, cut, options), len(tasks),
-                         RESTORE_RESULT_DDL)
+    from lakesink.runners.progress import with_total
+
+    try:  # one destination partition per task, tracked like a sink batch (lakesink.runners.progress)
+        with runner.track(with_total(on_progress, summarize(to_read, cut).records, "restore"), 0,
+                          len(tasks)) as tracking:
+            count = tracking.count  # not `tracking` itself in the task's closure: it holds driver state
+            if tracking.live_to is not None:  # workers send the records produced so far there
+                options["progress_to"] = tracking.live_to
+            out = runner.run(lambda ids: count(restore_task(ids, tasks, parts, name, producer, cut, options)),
+                             len(tasks), RESTORE_RESULT_DDL, tracking.done)
     except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
         from lakesink.driver.sink import executor_error
 
