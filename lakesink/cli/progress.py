@@ -6,7 +6,8 @@ percentage, bytes, the rate and an ETA (:class:`Eta`), the time so far and the t
 redrawn in place (``\\r``, cleared when the batch ends: its summary line follows), as wide as the terminal is
 *now* (measured at every draw; a pty that reports 0 columns counts as 80): fields that do not fit are left out,
 least useful first (:func:`fit`), never cut. Elsewhere a plain line every ``--progress-every`` (30 s by default:
-a batch shorter than that prints none, so logs of short batches hold only their summary).
+a batch shorter than that prints none, so logs of short batches hold only their summary), and one more, ``done``,
+at the end of a batch that printed some.
 
 The numbers come from :func:`lakesink.runners.progress.track`: live counts from the tasks (about every 0.5 s)
 and what completed tasks returned.
@@ -72,7 +73,7 @@ class Eta:
     rate of a steady run is measured over a long span. No ETA before the first records moved, or while
     nothing moved over the window (a stalled read shows no ETA rather than a wrong one)."""
 
-    def __init__(self, min_window_s: float = 3.0):
+    def __init__(self, min_window_s: float = 1.5):
         self.min_window_s = min_window_s
         self.samples: deque[tuple[float, int]] = deque()
         self.started: float | None = None  # elapsed at the last sample with nothing done yet
@@ -131,9 +132,11 @@ def fields(p: Any, eta: Eta | None) -> list[tuple[int, str]]:
     r = eta.rate() if eta is not None else None
     if r is not None:
         out.append((4, f"{r:,.0f} rec/s"))
-    left = eta.eta(total) if eta is not None else None
+    left = eta.eta(total) if eta is not None and not p.done else None
     if left is not None:
         out.append((1, f"ETA {human_duration(left)}"))
+    if p.done:
+        out.append((1, "done"))
     out.append((6, f"{human_duration(p.elapsed_s)} elapsed"))
     out.append((7, f"{p.partitions_done}/{p.partitions_total} partitions"))
     return out
@@ -204,6 +207,7 @@ class ProgressDisplay:
         self._drawn = False
         self._batch: Any = None
         self._last_line: float | None = None
+        self._lines = 0  # plain lines printed for this batch
         self.eta = Eta()
 
     def __call__(self, p: Any) -> None:
@@ -212,7 +216,7 @@ class ProgressDisplay:
         key = (p.batch_id, p.name)
         if key != self._batch:
             self.close()
-            self._batch, self._last_line, self.eta = key, self.clock(), Eta()
+            self._batch, self._last_line, self.eta, self._lines = key, self.clock(), Eta(), 0
         self.eta.update(p.elapsed_s, p.records_read)
         if self.mode == "bar":
             if not p.done:
@@ -221,8 +225,10 @@ class ProgressDisplay:
                 self.stream.write("\r" + bar_line(p, self.eta, max(1, width - 1)) + "\x1b[K")
                 self.stream.flush()
                 self._drawn = True
-        elif not p.done and self.clock() - self._last_line >= self.every_s:
+        elif (p.done and self._lines) or (not p.done and self.clock() - self._last_line >= self.every_s):
+            # a line every every_s; and the last one of a batch that printed some (its end in the log)
             self._last_line = self.clock()
+            self._lines += 1
             print(progress_line(p, self.eta), file=self.stream, flush=True)
         if p.done:
             self.close()

@@ -49,16 +49,18 @@ def test_plain_lines_every_interval_and_none_for_a_short_batch():
     d(p(done=3, read=400, records=400, nbytes=8192, objects=3, elapsed=40))  # throttled
     clock.t = 62
     d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62))
-    d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62, finished=True))  # done: no line
+    d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62.5, finished=True))  # done: its line
     assert out.getvalue().splitlines() == [
         "batch 0: 300 records, 4.0 KiB, 10 rec/s, 0:31 elapsed, 2/4 partitions",
-        "batch 0: 500 records, 8.0 KiB, 6 rec/s, 1:02 elapsed, 4/4 partitions"]  # rate of the last half
+        "batch 0: 500 records, 8.0 KiB, 6 rec/s, 1:02 elapsed, 4/4 partitions",  # rate of the last half
+        "batch 0: 500 records, 8.0 KiB, 6 rec/s, done, 1:03 elapsed, 4/4 partitions"]
     # the next batch starts its own interval
     clock.t = 70
     d(p(batch=1, elapsed=0))
     clock.t = 80
     d(p(batch=1, done=1, elapsed=10))
-    assert len(out.getvalue().splitlines()) == 2
+    d(p(batch=1, done=4, elapsed=11, finished=True))  # a batch that printed no line prints no done line
+    assert len(out.getvalue().splitlines()) == 3
     assert progress_line(p(batch=7, done=1, total=2, read=5, records=5, elapsed=3.4)) == \
         "batch 7: 5 records, 0:04 elapsed, 1/2 partitions"
 
