@@ -162,14 +162,24 @@ def live_counts(batches: Iterator[Any], to: Any, clock: Any = None) -> Iterator[
 
 
 def produced_counts(to: Any, key: str, on_event: Any = None, clock: Any = None) -> tuple[Any, LiveSender]:
-    """A restore worker's ``on_event`` (:func:`lakesink.executor.restore.restore_partition`) that counts each
-    ``produced`` record into a :class:`LiveSender` to ``to`` under ``key`` (then calls ``on_event``, if any), and
-    that sender (close it when the worker ends)."""
+    """A restore worker's ``on_event`` (:func:`lakesink.executor.restore.restore_partition`) that counts the
+    records delivered so far into a :class:`LiveSender` to ``to`` under ``key`` (then calls ``on_event``, if any),
+    and that sender (close it when the worker ends). Delivered, not handed over: at each ``produced`` record the
+    records handed to the producer less those it still holds (``len(producer)``: queued, in flight, or delivered
+    but not yet reported), at each ``committed`` transaction all of them."""
     sender = LiveSender(to, key, clock)
+    handed = [0]
 
     def event(point: str, info: dict) -> None:
         if point == "produced":
-            sender.add(1)
+            handed[0] += 1
+            try:
+                held = len(info["producer"])
+            except (KeyError, TypeError):
+                held = 0
+            sender.add(max(0, handed[0] - held - sender.read))
+        elif point == "committed":
+            sender.add(handed[0] - sender.read)
         if on_event is not None:
             on_event(point, info)
 

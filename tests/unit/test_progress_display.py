@@ -138,3 +138,21 @@ def test_a_restore_worker_sends_records_produced_to_the_driver():
         assert recv.read == {"dest-3": 5}
     finally:
         recv.close()
+
+
+def test_a_restore_worker_counts_records_delivered_not_handed_to_the_producer():
+    class Producer:  # what len() of a confluent_kafka.Producer tells: records it still holds
+        held = 0
+
+        def __len__(self):
+            return self.held
+
+    producer, t = Producer(), [0.0]
+    on_event, sender = produced_counts(None, "dest-0", clock=lambda: t[0])
+    for i in range(10):
+        producer.held = min(4, i + 1)  # the producer runs up to 4 records ahead of the broker
+        on_event("produced", {"producer": producer, "offset": i})
+    assert sender.read == 6  # 10 handed over, 4 not delivered yet
+    producer.held = 0
+    on_event("committed", {"next_offset": 10})
+    assert sender.read == 10
