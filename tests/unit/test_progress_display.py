@@ -156,3 +156,14 @@ def test_a_restore_worker_counts_records_delivered_not_handed_to_the_producer():
     producer.held = 0
     on_event("committed", {"next_offset": 10})
     assert sender.read == 10
+
+
+def test_a_bad_progress_interval_is_one_line_and_exit_2_before_anything_starts():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "lakesink.cli", "restore", "--config", "/nonexistent/job.json",
+                        "--to-topic", "x", "--progress-every", "soon"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("lakesink: error: --progress-every 'soon': expected a duration like 30s, 5m, 1h or "
+                                "250ms") and r.stdout == ""
