@@ -70,6 +70,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=("auto", "spark", "local"), default="auto",
                    help="what runs the restore's tasks: auto (default) = local worker processes (no JVM) for a path "
                         "manifest on a local master, else Spark; as `lakesink sink --engine`")
+    from lakesink.cli.progress import add_arguments
+
+    add_arguments(p, "the restore's")
     p.set_defaults(func=run)
 
 
@@ -98,7 +101,10 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     if args.drop_tombstones and not args.latest_per_key:
         raise InvalidArgumentError("--drop-tombstones needs --latest-per-key (a restore of every record keeps its "
                                    "tombstones)")
+    from lakesink.cli.progress import display_for
+
     target = target_registry(args)
+    display = display_for(args)  # a bad --progress-every fails before anything starts
     cfg = load_config(args.config)
     # sink's preflight, before the manifest read (whose own error would not say what is missing): missing S3
     # credentials exit 3; a dead S3 endpoint, a refused Kafka login, an untrusted certificate, a broker that does
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
         check_broker(cfg)
     topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
     # a dry run reads the manifest alone: no task runner, and Spark only for a catalog manifest
-    with open_engine(cfg, args.engine, args.master, in_advance=not args.dry_run) as eng:
+    with open_engine(cfg, args.engine, args.master, in_advance=not args.dry_run) as eng, display:
         report = restore(eng.spark, cfg, args.where, to_topic=args.to_topic, topic_map=topic_map,
                          from_offset=args.from_offset, to_offset=args.to_offset, from_time=args.from_time,
                          to_time=args.to_time, dry_run=args.dry_run, name=args.name, force=args.force,
@@ -117,7 +123,7 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
                          runner=eng.runner, target_registry=target,
                          target_subject_strategy=args.target_subject_strategy,
                          target_registry_roles=args.target_registry_ids, partitioner=args.partitioner,
-                         partition_map=args.partition_map)
+                         partition_map=args.partition_map, on_progress=display)
     return RestoreResult(report=report)
 
 

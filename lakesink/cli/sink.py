@@ -23,10 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="what runs the batch's tasks: local worker processes, no Spark JVM, when Spark would only "
                         "schedule them on this machine (auto, the default: kafka.reader=direct, a path manifest, a "
                         "local master, no session yet), or always Spark, or local (an error when it cannot)")
-    p.add_argument("--progress", choices=("auto", "bar", "lines", "none"), default="auto",
-                   help="each batch's progress on stderr: a bar on a terminal, else a line every --progress-every "
-                        "(auto, the default), or always bar/lines, or none")
-    p.add_argument("--progress-every", default="30s", help="interval of the plain progress lines (30s, 1m, ...)")
+    from lakesink.cli.progress import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
 
 

@@ -417,7 +417,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False,
             target_registry: Any = None, target_subject_strategy: str = "topic",
             target_registry_roles: Any = None, partitioner: str | None = None,
-            partition_map: Any = None) -> RestoreReport:
+            partition_map: Any = None, on_progress: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -439,7 +439,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     ``partitioner="default"`` (Kafka's murmur2 on the key, as the Java producer's default partitioner; keyless
     records keep their source partition number modulo the destination's count) or ``partition_map`` (``"0=3,1=3"``,
     a dict or a PartitionMap): restore into a destination with another partition count (see the module
-    docstring); a dry run then reads the destination's partition count too."""
+    docstring); a dry run then reads the destination's partition count too.
+    ``on_progress``: called with a :class:`lakesink.runners.progress.Progress` while the tasks run (records
+    produced so far of the records the restore reads, ``label`` ``restore``; a CLI display)."""
     t0 = time.monotonic()
     if partitioner is not None and partition_map is not None:
         raise InvalidArgumentError("--partitioner and --partition-map exclude each other: give one of them")
@@ -554,9 +556,16 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         from lakesink.runners.spark import SparkRunner
 
         runner = SparkRunner(session())
-    try:  # one destination partition per task
-        out = runner.run(lambda ids: restore_task(ids, tasks, parts, name, producer, cut, options), len(tasks),
-                         RESTORE_RESULT_DDL)
+    from lakesink.runners.progress import with_total
+
+    try:  # one destination partition per task, tracked like a sink batch (lakesink.runners.progress)
+        with runner.track(with_total(on_progress, summarize(to_read, cut).records, "restore"), 0,
+                          len(tasks)) as tracking:
+            count = tracking.count  # not `tracking` itself in the task's closure: it holds driver state
+            if tracking.live_to is not None:  # workers send the records produced so far there
+                options["progress_to"] = tracking.live_to
+            out = runner.run(lambda ids: count(restore_task(ids, tasks, parts, name, producer, cut, options)),
+                             len(tasks), RESTORE_RESULT_DDL, tracking.done)
     except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
         from lakesink.driver.sink import executor_error
 

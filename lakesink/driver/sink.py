@@ -209,7 +209,10 @@ class SinkJob:
     def _archive(self, plans: list[PartitionPlan], ctx, starts: dict) -> list:
         """Read and archive ``plans`` in the runner's tasks; the collected result rows."""
         cfg, parts = self.cfg, self.parts
-        with self.runner.track(self.on_progress, ctx.batch_id, len(plans)) as tracking:
+        from lakesink.runners.progress import with_total
+
+        total = sum(p.end - p.start for p in plans)  # an upper bound: transaction markers hold offsets too
+        with self.runner.track(with_total(self.on_progress, total), ctx.batch_id, len(plans)) as tracking:
             count = tracking.count
             if tracking.live_to is not None:  # tasks send their live counts there (lakesink.executor.progress)
                 ctx = dataclasses.replace(ctx, progress_to=tracking.live_to)

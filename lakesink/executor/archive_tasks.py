@@ -129,16 +129,24 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
     per destination partition: the job's identity and the worker's :class:`RestoreResult` fields."""
     import pyarrow as pa
 
+    from lakesink.executor.progress import produced_counts
     from lakesink.executor.restore import restore_partition
 
     reader = ObjectReader(parts)
+    options = dict(options)
+    progress_to = options.pop("progress_to", None)  # where the driver's display takes live counts (or None)
     for i in ids:
         job = jobs[i]
         fmt = reader.value_format(job.objects[0]) if job.objects else parts.value_format.build()
-        res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,
-                                keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
-                                key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name, holes=job.holes,
-                                **options)
+        on_event, live = produced_counts(progress_to, f"{job.topic}-{job.partition}")
+        try:
+            res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,
+                                    keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
+                                    key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name,
+                                    holes=job.holes, on_event=on_event if progress_to is not None else None,
+                                    **options)
+        finally:
+            live.close()
         out = {"id": i, **asdict(res)}
         out.pop("events", None)
         yield pa.RecordBatch.from_pydict({"result": [json.dumps(out)]})

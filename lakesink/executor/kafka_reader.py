@@ -36,6 +36,9 @@ __all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_B
 STALL_TIMEOUT_S = 60.0
 #: Arrow rows per batch handed to the archiver (Spark's ``spark.sql.execution.arrow.maxRecordsPerBatch``)
 ROWS_PER_BATCH = 10_000
+#: a batch is handed on after this long even with fewer rows: a slow (throttled) read's records reach the
+#: archiver, and the progress display's live counts (lakesink.executor.progress.live_counts), as they come
+FLUSH_EVERY_S = 0.5
 #: the longest one ``consume`` call waits. librdkafka's batch consume returns early only when it has all the
 #: messages asked for, not on a partition-EOF event, so a long wait here is paid in full at the end of a range
 #: that ends on a transaction marker or a compaction gap (measured by hand: a fixed 1 s per range at timeout 1.0)
@@ -146,7 +149,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
 
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        last_progress = clock()
+        last_progress = last_flush = clock()
         done = False
         while not done:
             # never more than rows_per_batch rows in a batch: Arrow batches of Spark's size
@@ -216,9 +219,10 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                 why = watch.seen[-1].message if watch.seen else "no record and no end-of-partition from the broker"
                 raise KafkaReadError(f"{tp}: reading [{start}, {end}) made no progress for {stall_timeout_s:g}s "
                                      f"at offset {position} (kafka.retry.deadline.ms): {why}")
-            if len(offsets) >= rows_per_batch or (done and offsets):
+            if len(offsets) >= rows_per_batch or (done and offsets) or \
+                    (offsets and clock() - last_flush >= FLUSH_EVERY_S):  # a slow read still moves (progress)
                 yield flush()
-                last_progress = clock()  # the archiver's time is not the broker's
+                last_progress = last_flush = clock()  # the archiver's time is not the broker's
         if offsets:
             yield flush()
     finally:

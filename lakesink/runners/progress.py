@@ -10,10 +10,15 @@ completed task). Records archived, bytes and objects move when a task completes.
 
 Tasks in local worker processes (:mod:`lakesink.runners.local`, no Spark) have no accumulator: the driver
 adds each completed task's rows itself (:attr:`Tracking.done`), and the live datagrams come over the loopback.
+
+A restore is tracked the same way (one task per destination partition; live counts are records produced). The
+job that knows its plan says how many records it expects (:func:`with_total`): the display shows records done of
+that total, a rate and an ETA (:mod:`lakesink.cli.progress`).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -24,7 +29,7 @@ from lakesink.executor.progress import Counts, counts_of, uncounted
 
 log = logging.getLogger("lakesink.runners.progress")
 
-__all__ = ["Progress", "POLL_S", "Tracking", "Counter", "DriverCounts", "LiveReceiver", "track"]
+__all__ = ["Progress", "POLL_S", "Tracking", "Counter", "DriverCounts", "LiveReceiver", "track", "with_total"]
 
 #: How often the driver looks at the accumulator and the status tracker.
 POLL_S = 0.5
@@ -32,7 +37,10 @@ POLL_S = 0.5
 
 @dataclass(frozen=True)
 class Progress:
-    """A batch so far: what its completed tasks archived."""
+    """A batch (or a restore) so far: what its completed tasks archived (``records``, ``bytes``, ``objects``)
+    and the records and bytes its tasks read (a restore: produced) so far, live (``records_read``,
+    ``bytes_read``); ``records_total``: the records the plan expects (None: unknown), ``label`` what the display
+    calls it (None: ``batch <id>``)."""
 
     batch_id: int
     partitions_total: int
@@ -43,6 +51,25 @@ class Progress:
     objects: int = 0
     elapsed_s: float = 0.0
     done: bool = False
+    records_total: int | None = None
+    bytes_read: int = 0
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label if self.label is not None else f"batch {self.batch_id}"
+
+
+def with_total(listener: Callable[[Progress], None] | None, records_total: int | None,
+               label: str | None = None) -> Callable[[Progress], None] | None:
+    """``listener`` called with each :class:`Progress` carrying the plan's ``records_total`` (and ``label``)."""
+    if listener is None:
+        return None
+
+    def call(p: Progress) -> None:
+        listener(dataclasses.replace(p, records_total=records_total, label=label))
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -104,6 +131,7 @@ class LiveReceiver:
         self.sock.settimeout(0.2)
         self.address = (self.sock.getsockname()[0], self.sock.getsockname()[1], self.token)
         self.read: dict[str, int] = {}
+        self.bytes: dict[str, int] = {}
 
     def drain(self) -> None:
         """Read what arrived (call it from one thread)."""
@@ -120,13 +148,18 @@ class LiveReceiver:
             try:
                 m = json.loads(data)
                 if m.get("t") == self.token:
-                    self.read[str(m["k"])] = max(int(m["r"]), self.read.get(str(m["k"]), 0))
+                    k = str(m["k"])
+                    self.read[k] = max(int(m["r"]), self.read.get(k, 0))
+                    self.bytes[k] = max(int(m.get("b") or 0), self.bytes.get(k, 0))
             except (ValueError, KeyError, TypeError):
                 continue
             self.sock.settimeout(0)  # more may be queued: take them without waiting
 
     def records_read(self) -> int:
         return sum(self.read.values())
+
+    def bytes_read(self) -> int:
+        return sum(self.bytes.values())
 
     def close(self) -> None:
         self.sock.close()
@@ -158,7 +191,8 @@ def track(listener: Callable[[Progress], None] | None, batch_id: int, partitions
         done_tasks[0] = max(done_tasks[0], c.partitions, acc.completed())
         read = c.records_read if done or live is None else max(c.records_read, live.records_read())
         return Progress(batch_id, partitions, min(partitions, partitions if done else done_tasks[0]),
-                        read, c.records, c.bytes, c.objects, time.monotonic() - t0, done)
+                        read, c.records, c.bytes, c.objects, time.monotonic() - t0, done,
+                        bytes_read=live.bytes_read() if live is not None else 0)
 
     def call(p: Progress) -> None:
         try:

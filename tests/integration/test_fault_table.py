@@ -31,7 +31,7 @@ from support.s3_proxy import FaultProxy
 from lakesink.cli.main import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
-ROW = re.compile(r"^\|\s*(F\d{2})\s*\|")
+ROW = re.compile(r"^\|\s*(F\d{2,3})\s*\|")
 
 
 @dataclass(frozen=True)
@@ -381,6 +381,20 @@ covered_by("F94", "tests/integration/test_restore_registry.py::"
 covered_by("F95", "tests/unit/test_registry_copy.py::"
                   "test_a_target_registry_for_an_archive_without_wire_format_bytes_is_refused_before_any_registry_call")
 
+covered_by("F96", "tests/integration/test_restore_partitions.py::"
+                   "test_bad_flags_are_refused_before_anything")
+covered_by("F97", "tests/integration/test_restore_partitions.py::"
+                   "test_bad_flags_are_refused_before_anything")
+covered_by("F98", "tests/integration/test_restore_partitions.py::"
+                   "test_bad_flags_are_refused_before_anything")
+covered_by("F99", "tests/integration/test_restore_partitions.py::"
+                   "test_4_to_2_by_key_then_another_routing_is_another_restores")
+covered_by("F100", "tests/integration/test_expire.py::"
+                   "test_a_bad_age_is_one_line_with_exit_2")
+covered_by("F102", "tests/unit/test_progress_display.py::"
+                   "test_a_bad_progress_interval_is_one_line_and_exit_2_before_anything_starts")
+covered_by("F101", "tests/integration/test_expire.py::"
+                   "test_sigkill_at_every_point_of_an_expire_then_a_rerun_finishes_it")
 
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")

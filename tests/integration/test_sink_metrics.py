@@ -29,7 +29,7 @@ def test_sink_progress_and_metrics_rows_queried_by_sql(spark, kafka, s3, bucket,
         (0, 2, 30, 30, 6), doc
     assert doc["metrics_warning"] is None
     lines = [ln for ln in out.err.splitlines() if ln.startswith("batch 0: ")]
-    assert lines and all("/2 partitions done" in ln for ln in lines), out.err
+    assert lines and all("/2 partitions" in ln and "/30 records" in ln for ln in lines), out.err  # of the plan's
     assert "aws" not in out.err.lower() and "testing" not in out.err  # no credentials in what it prints
 
     # batch 1: the API with a listener; the last report is the batch's own numbers
@@ -40,6 +40,7 @@ def test_sink_progress_and_metrics_rows_queried_by_sql(spark, kafka, s3, bucket,
     res = job.run_batch(flush_tail=True)
     last = seen[-1]
     assert last.done and (last.batch_id, last.partitions_total, last.partitions_done) == (1, 1, 1)
+    assert all(p.records_total == 10 for p in seen)  # the plan's records, from the first report on
     assert (last.records_read, last.records, last.bytes, last.objects) == (10, res.records, res.bytes, res.objects)
     assert all(a.records <= b.records for a, b in zip(seen, seen[1:]))
 
@@ -53,8 +54,8 @@ def test_sink_progress_and_metrics_rows_queried_by_sql(spark, kafka, s3, bucket,
     assert (local["batch_id"], local["partitions"], local["records_read"], local["records"]) == (2, 2, 12, 12), local
     assert "session" not in local["seconds"]
     lines = [ln for ln in out.err.splitlines() if ln.startswith("batch 2: ")]
-    assert lines and all("/2 partitions done" in ln for ln in lines), out.err
-    assert "2/2 partitions done" in lines[-1] and "12 records read" in lines[-1], lines[-1]
+    assert lines and all("/2 partitions" in ln for ln in lines), out.err
+    assert "2/2 partitions" in lines[-1] and "12/12 records" in lines[-1] and "done" in lines[-1], lines[-1]
 
     # lakesink sql: the metrics view
     assert metrics_location(cfg) == f"s3a://{bucket}/_lakesink/manifest_metrics"

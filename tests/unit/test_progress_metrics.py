@@ -49,18 +49,20 @@ def test_plain_lines_every_interval_and_none_for_a_short_batch():
     d(p(done=3, read=400, records=400, nbytes=8192, objects=3, elapsed=40))  # throttled
     clock.t = 62
     d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62))
-    d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62, finished=True))  # done: no line
+    d(p(done=4, read=500, records=500, nbytes=8192, objects=4, elapsed=62.5, finished=True))  # done: its line
     assert out.getvalue().splitlines() == [
-        "batch 0: 2/4 partitions done, 300 records read, 250 archived in 2 objects (4.0 KiB), 31s",
-        "batch 0: 4/4 partitions done, 500 records read, 500 archived in 4 objects (8.0 KiB), 62s"]
+        "batch 0: 300 records, 4.0 KiB, 10 rec/s, 0:31 elapsed, 2/4 partitions",
+        "batch 0: 500 records, 8.0 KiB, 6 rec/s, 1:02 elapsed, 4/4 partitions",  # rate of the last half
+        "batch 0: 500 records, 8.0 KiB, 6 rec/s, done, 1:03 elapsed, 4/4 partitions"]
     # the next batch starts its own interval
     clock.t = 70
     d(p(batch=1, elapsed=0))
     clock.t = 80
     d(p(batch=1, done=1, elapsed=10))
-    assert len(out.getvalue().splitlines()) == 2
+    d(p(batch=1, done=4, elapsed=11, finished=True))  # a batch that printed no line prints no done line
+    assert len(out.getvalue().splitlines()) == 3
     assert progress_line(p(batch=7, done=1, total=2, read=5, records=5, elapsed=3.4)) == \
-        "batch 7: 1/2 partitions done, 5 records read, 5 archived in 0 objects (0 B), 3s"
+        "batch 7: 5 records, 0:04 elapsed, 1/2 partitions"
 
 
 def test_auto_is_lines_off_a_terminal_and_none_prints_nothing():
@@ -72,15 +74,15 @@ def test_auto_is_lines_off_a_terminal_and_none_prints_nothing():
     assert out.getvalue() == ""
 
 
-def test_bar_shows_partitions_and_counts_and_is_cleared():
+def test_bar_shows_counts_and_is_cleared():
     out = io.StringIO()
-    d = ProgressDisplay("bar", out)
+    d = ProgressDisplay("bar", out, width=200)
     d(p(done=1, read=10, records=10, nbytes=100, objects=1))
-    d(p(done=2, read=20, records=20, nbytes=200, objects=2))
+    d(p(done=2, read=20, records=20, nbytes=200, objects=2, elapsed=1))
     text = out.getvalue()
-    assert "batch 0" in text and "2/4" in text and "20 records read, 20 archived in 2 objects (200 B)" in text
+    assert "batch 0" in text and "20 records" in text and "2/4 partitions" in text and "200 B" in text
     d(p(done=4, finished=True))
-    assert d._bar is None  # noqa: SLF001 - closed (leave=False clears it)
+    assert out.getvalue().endswith("\r\x1b[K")  # cleared: the batch's line follows
 
 
 # ----------------------------------------------------------------------------- executor counts
