@@ -11,13 +11,11 @@ line. The 4 -> 6 case runs on both runners (Spark tasks and local workers), the 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from support.restore_jobs import object_spec_rows, run_restore_job
 from support.archive_checks import base_config, consume, manifest_rows, produce, run_cli, write_config
 
 import lakesink
@@ -193,22 +191,13 @@ def test_sigkill_then_rerun_produces_each_record_once(spark, kafka, archive, tmp
     cfg, source = archive
     objs = [ArchivedObject.from_row(r) for r in manifest_rows(spark, cfg) if r.kind == "object"
             and r.kafka_partition == 0]
-    rows = [{"topic": o.topic, "kafka_partition": o.kafka_partition, "object_key": o.object_key, "etag": o.etag,
-             "version_id": o.version_id, "first_offset": o.first_offset, "last_offset": o.last_offset,
-             "record_count": o.record_count, "side_files": [dict(s) for s in o.side_files], "format": o.format,
-             "compression": o.compression, "size_bytes": o.size_bytes, "schema_id": o.schema_id,
-             "min_timestamp": o.min_timestamp_ms, "max_timestamp": o.max_timestamp_ms} for o in objs]
+    rows = object_spec_rows(objs)
     dest, name = f"parts-kill-{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(dest, partitions=6)
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"config": cfg.as_dict(redact=False), "rows": rows, "name": name, "topic": dest,
-                                "partition": -1, "records_per_txn": 3, "router": [6, "default", None],
-                                "producer": {"bootstrap.servers": kafka.bootstrap_servers}}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
 
-    def run(f: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(HERE / "restore_job.py"), str(spec), f], env=env,
-                              capture_output=True, text=True, timeout=300)
+    def run(f: str):
+        return run_restore_job(kafka, tmp_path, cfg, rows, name, dest, f, partition=-1, records_per_txn=3,
+                               router=[6, "default", None])
 
     killed = run(fault)
     assert killed.returncode == -9, killed.stderr[-2000:]

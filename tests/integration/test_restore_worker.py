@@ -7,15 +7,14 @@ a timestamp the broker would refuse fails with one line."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from support.restore_jobs import run_restore_job
 from support.archive_checks import consume
 
 from lakesink.wiring import task_parts
@@ -139,13 +138,7 @@ def test_restore_a_cut(kafka, tmp_path):
 
 
 def run_job(kafka, tmp_path, cfg, rows, name, topic, fault: str) -> subprocess.CompletedProcess:
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"config": cfg.as_dict(redact=False), "rows": [r.to_json() for r in rows],
-                                "name": name, "topic": topic, "partition": 0, "records_per_txn": 6,
-                                "producer": {"bootstrap.servers": kafka.bootstrap_servers}}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
-    return subprocess.run([sys.executable, str(HERE / "restore_job.py"), str(spec), fault], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_restore_job(kafka, tmp_path, cfg, [r.to_json() for r in rows], name, topic, fault, records_per_txn=6)
 
 
 @pytest.mark.parametrize("fault", ["mid:1", "mid:3", "between:1", "between:4"])

@@ -8,6 +8,25 @@ from typing import Any, Callable
 Seen = tuple[int, Any]
 
 
+
+class Msg:
+    """A consumed message at ``offset`` (value ``b"v"``, CreateTime 1000 + offset) carrying ``error``, if any."""
+
+    def __init__(self, offset: int, error=None):
+        self._offset, self._error = offset, error
+
+    def error(self):
+        return self._error
+
+    def offset(self):
+        return self._offset
+
+    def value(self):
+        return b"v"
+
+    def timestamp(self):
+        return (1, 1000 + self._offset)
+
 class RecordingConsumer:
     """Delegates to ``confluent_kafka.Consumer(conf)``; appends one list of :data:`Seen` per ``consume`` call."""
 

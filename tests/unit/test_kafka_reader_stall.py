@@ -9,6 +9,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError
 from support.clock import FakeClock
+from support.consumers import Msg
 
 from lakesink.config import SinkConfig
 from lakesink.errors import KafkaReadError
@@ -16,29 +17,12 @@ from lakesink.executor.kafka_reader import (FETCH_QUEUE_BACKOFF_MS, POLL_TIMEOUT
                                           record_offsets)
 
 
-class _Msg:
-    def __init__(self, offset: int, error: KafkaError | None = None):
-        self._offset, self._error = offset, error
-
-    def error(self):
-        return self._error
-
-    def offset(self):
-        return self._offset
-
-    def value(self):
-        return b"v"
-
-    def timestamp(self):
-        return (1, 1000 + self._offset)
-
-
 class _ScriptedConsumer:
     """Answers each ``consume`` with the next scripted list of messages, then with ``idle`` forever; each answer
     takes ``pause_s`` (on ``clock`` when given, a FakeClock the read is measured on; else really); ``calls``
     counts them."""
 
-    def __init__(self, script: list[list[_Msg]], idle: list[_Msg], pause_s: float = 0.01,
+    def __init__(self, script: list[list[Msg]], idle: list[Msg], pause_s: float = 0.01,
                  clock: FakeClock | None = None):
         self.script, self.idle, self.pause_s, self.clock = list(script), idle, pause_s, clock
         self.closed = False
@@ -59,15 +43,15 @@ class _ScriptedConsumer:
         self.closed = True
 
 
-def _eof(offset: int) -> _Msg:
-    return _Msg(offset, KafkaError(KafkaError._PARTITION_EOF))
+def _eof(offset: int) -> Msg:
+    return Msg(offset, KafkaError(KafkaError._PARTITION_EOF))
 
 
 def test_error_events_alone_do_not_keep_a_stalled_read_alive():
     # records 0..2, then the broker only ever answers with an EOF event below the read position: before the
     # fix any non-empty answer reset the stall clock and such a read never ended (here: the clock's read limit)
     clock = FakeClock(max_reads=1000)
-    consumer = _ScriptedConsumer([[_Msg(0), _Msg(1), _Msg(2)]], idle=[_eof(1)], pause_s=1, clock=clock)
+    consumer = _ScriptedConsumer([[Msg(0), Msg(1), Msg(2)]], idle=[_eof(1)], pause_s=1, clock=clock)
     with pytest.raises(KafkaReadError, match=r"^t-0: reading \[0, 8\) made no progress for 3s at offset 3 "
                                              r"\(kafka.retry.deadline.ms\)"):
         list(read_range({}, "t", 0, 0, 8, stall_timeout_s=3, consumer_factory=lambda conf: consumer, clock=clock))
@@ -80,7 +64,7 @@ def test_error_events_alone_do_not_keep_a_stalled_read_alive():
 def test_records_arriving_slowly_are_progress():
     # one record per answer, each after more than half the stall bound: progress every time, no failure
     clock = FakeClock()
-    script = [[_Msg(i)] for i in range(4)] + [[_eof(4)]]
+    script = [[Msg(i)] for i in range(4)] + [[_eof(4)]]
     consumer = _ScriptedConsumer(script, idle=[], pause_s=2, clock=clock)
     batches = list(read_range({}, "t", 0, 0, 4, stall_timeout_s=3, consumer_factory=lambda conf: consumer,
                               clock=clock))
@@ -101,7 +85,7 @@ class _CountingConsumer(_ScriptedConsumer):
     """Records each ``consume`` call's timeout; an unscripted call blocks for its whole timeout, as librdkafka's
     batch consume does when fewer messages than asked are queued."""
 
-    def __init__(self, script: list[list[_Msg]]):
+    def __init__(self, script: list[list[Msg]]):
         super().__init__(script, idle=[], pause_s=0)
         self.timeouts: list[float] = []
 
@@ -114,7 +98,7 @@ class _CountingConsumer(_ScriptedConsumer):
 
 def test_the_read_ends_with_the_record_at_end_minus_one_without_waiting_for_an_eof_event():
     # before: one more consume call waited for the partition-EOF event, a full second per range
-    consumer = _CountingConsumer([[_Msg(0), _Msg(1), _Msg(2), _Msg(3)]])
+    consumer = _CountingConsumer([[Msg(0), Msg(1), Msg(2), Msg(3)]])
     batches = list(read_range({}, "t", 0, 0, 4, consumer_factory=lambda conf: consumer))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 1, 2, 3]
     assert len(consumer.timeouts) == 1 and consumer.closed
@@ -122,7 +106,7 @@ def test_the_read_ends_with_the_record_at_end_minus_one_without_waiting_for_an_e
 
 def test_a_range_ending_on_a_marker_waits_for_eof_in_short_polls():
     # offset 3 is a transaction marker: the read needs the EOF event, and waits for it a short poll at a time
-    consumer = _CountingConsumer([[_Msg(0), _Msg(1), _Msg(2)], [], [_eof(4)]])
+    consumer = _CountingConsumer([[Msg(0), Msg(1), Msg(2)], [], [_eof(4)]])
     batches = list(read_range({}, "t", 0, 0, 4, consumer_factory=lambda conf: consumer))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == [0, 1, 2]
     assert len(consumer.timeouts) == 3
@@ -136,21 +120,21 @@ def test_the_fetch_queue_backoff_is_short_unless_the_config_sets_it():
 
 
 def test_record_offsets_takes_only_records_in_order_from_the_position():
-    assert record_offsets([_Msg(5), _Msg(6), _Msg(9)], 5) == [5, 6, 9]
-    assert record_offsets([_Msg(5), _eof(6)], 5) is None  # an event: the per-message loop handles it
-    assert record_offsets([_Msg(5), _Msg(5)], 5) is None  # not ascending
-    assert record_offsets([_Msg(4), _Msg(5)], 5) is None  # before the position
+    assert record_offsets([Msg(5), Msg(6), Msg(9)], 5) == [5, 6, 9]
+    assert record_offsets([Msg(5), _eof(6)], 5) is None  # an event: the per-message loop handles it
+    assert record_offsets([Msg(5), Msg(5)], 5) is None  # not ascending
+    assert record_offsets([Msg(4), Msg(5)], 5) is None  # before the position
     assert record_offsets([], 0) is None
 
 
 def test_records_past_the_end_in_one_answer_are_never_taken():
-    consumer = _CountingConsumer([[_Msg(i) for i in range(2, 9)]])
+    consumer = _CountingConsumer([[Msg(i) for i in range(2, 9)]])
     batches = list(read_range({}, "t", 0, 2, 6, consumer_factory=lambda conf: consumer))
     assert [o for b in batches for o in b.column("offset").to_pylist()] == [2, 3, 4, 5]
     assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v"] * 4
 
 
 def test_an_offset_the_broker_repeats_is_named():
-    consumer = _CountingConsumer([[_Msg(0), _Msg(1)], [_Msg(1), _Msg(2)]])
+    consumer = _CountingConsumer([[Msg(0), Msg(1)], [Msg(1), Msg(2)]])
     with pytest.raises(KafkaReadError, match=r"^t-0: the broker returned offset 1 after 1$"):
         list(read_range({}, "t", 0, 0, 4, consumer_factory=lambda conf: consumer))

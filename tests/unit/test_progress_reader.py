@@ -2,32 +2,16 @@
 the archiver and the progress display's live counts as they come, not in one batch at the end of the range."""
 from confluent_kafka import KafkaError
 from support.clock import FakeClock
+from support.consumers import Msg
 
 from lakesink.executor.kafka_reader import FLUSH_EVERY_S, read_range
-
-
-class Msg:
-    def __init__(self, offset, eof=False):
-        self._offset, self._eof = offset, eof
-
-    def error(self):
-        return KafkaError(KafkaError._PARTITION_EOF) if self._eof else None
-
-    def offset(self):
-        return self._offset
-
-    def value(self):
-        return b"v"
-
-    def timestamp(self):
-        return (1, 1000 + self._offset)
 
 
 class Slow:
     """One record per ``consume``, each ``pause`` seconds on the scripted clock, then the end of the partition."""
 
     def __init__(self, n, pause, clock):
-        self.script = [[Msg(i)] for i in range(n)] + [[Msg(n, eof=True)]]
+        self.script = [[Msg(i)] for i in range(n)] + [[Msg(n, KafkaError(KafkaError._PARTITION_EOF))]]
         self.pause, self.clock = pause, clock
 
     def assign(self, parts):
