@@ -131,6 +131,8 @@ class RestoreResult:
     bytes: int = 0
     seconds: float = 0.0
     events: list[str] = field(default_factory=list)
+    #: with ``groups``: per consumer group, where it was placed (:meth:`lakesink.executor.groups.GroupCommitter.report`)
+    groups: list[dict] = field(default_factory=list)
 
 
 def transactional_producer_config(conf: Mapping[str, Any], tid: str) -> dict[str, Any]:
@@ -221,7 +223,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
-                      on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
+                      groups: Any = None, on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
     (the :class:`~lakesink.executor.coverage.Coverage` in progress group :func:`progress_group` of ``name``) is
@@ -236,6 +238,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     (``drop_tombstones``: not when it is a tombstone); see the module docstring. ``schema_ids``: an
     :class:`~lakesink.schemas.registry_copy.IdMap`: each value's and key's schema id is rewritten through it just
     before the record is produced (a record it cannot map fails the restore, naming it, and is not produced).
+    ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on the destination
+    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -255,6 +259,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     dest = f"restore into {topic}-{partition}"
     group = progress_group(name)
     conf = dict(producer_config)
+    if groups is not None:  # group offsets come from delivery reports
+        conf["delivery.report.only.error"] = False
     admin = AdminClient(_client_conf(conf))
     check_group_idle(admin, group, timeout_s)
     meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -266,7 +272,10 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, transactional_id(name, topic, partition), group, timeout_s)
+    hook = None
     try:
+        if groups is not None:
+            hook = groups.committer(src_topic, src_part, topic, partition, _client_conf(conf), admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
             # committed), so the progress read next is the last that committed
@@ -290,16 +299,21 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     f"to produce them again (duplicates)")
         group_md = txn.consumer.consumer_group_metadata()
 
-        def commit(upto: int) -> None:
+        def commit(upto: int, final: bool = False) -> None:
             """Commit the open transaction with the progress: everything selected up to offset ``upto``."""
             nonlocal coverage, mine
             now = mine.add(run_lo, upto, window, list(holes), selected)
             updated = coverage.with_source(src_topic, src_part, now)
             offset, md = updated.encode()
-            if not txn.open and updated == coverage:
+            if not txn.open and updated == coverage and not (hook is not None and hook.due(final)):
                 return  # nothing new: no transaction
             txn.begin()
             try:
+                if hook is not None:  # consumer groups, in the transaction of the records they point at or past
+                    txn.producer.flush(timeout_s)
+                    for gmd, tps in hook.offsets(final, lambda: txn.consumer.get_watermark_offsets(
+                            TopicPartition(topic, partition), timeout_s)[1]):
+                        txn.producer.send_offsets_to_transaction(tps, gmd, timeout_s)
                 txn.producer.send_offsets_to_transaction([TopicPartition(topic, partition, offset, md)], group_md,
                                                          timeout_s)
                 txn.producer.flush(timeout_s)
@@ -313,6 +327,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 txn.abort()
                 raise
             txn.open = False
+            if hook is not None:
+                hook.committed()
             result.transactions += 1
             result.next_offset = offset
             coverage, mine = updated, now
@@ -387,10 +403,11 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
+                on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery)
                 while True:
                     try:  # timestamp 0 is librdkafka's "now", as for a record without one
                         txn.producer.produce(topic, value=value, key=key, partition=partition,
-                                             headers=r.headers or None, on_delivery=txn.on_delivery,
+                                             headers=r.headers or None, on_delivery=on_delivery,
                                              timestamp=r.timestamp or 0)
                         break
                     except BufferError:  # the local queue is full: let deliveries drain it
@@ -422,11 +439,14 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 commit(c_hi if cap is None else min(c_hi, cap))
         if objs:
             end = max(o.last_offset for o in objs)
-            commit(end if cap is None else min(end, cap))
+            commit(end if cap is None else min(end, cap), final=True)
     finally:
         if txn.open:
             txn.abort()
         txn.close()
+        if hook is not None:
+            hook.close()
+            result.groups = hook.report()
         result.seconds = time.monotonic() - t0
     return result
 
