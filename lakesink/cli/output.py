@@ -183,6 +183,7 @@ class TextOutput(Output):
             self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, {left}"
                     f"{len(rep.partitions)} partition(s), {rep.seconds:.1f}s (progress in group {rep.group!r})")
         self._p(*(f"  schema copied: {c}" for c in getattr(rep, "schema_copies", None) or ()))
+        self._p(*(f"  consumer group {c}" for c in getattr(rep, "groups", None) or ()))
 
     def schema_history(self, r: SchemaHistoryResult) -> None:
         head = ("topic", "subject", "version", "id", "fingerprint", "partitions", "first_offset", "last_offset",
@@ -384,6 +385,7 @@ def restore_dict(r: RestoreResult) -> dict:
             "records": rep.records, "records_exact": rep.exact, "bytes": rep.bytes, "produced": rep.produced,
             "skipped": rep.skipped, "mode": rep.mode, "superseded": rep.superseded,
             "tombstones_dropped": rep.tombstones_dropped, "schema_copies": list(rep.schema_copies),
+            "groups": list(getattr(rep, "groups", None) or ()),
             "seconds": round(rep.seconds, 3),
             "partitions": _plain(rep.partitions)}
 

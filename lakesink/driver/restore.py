@@ -104,6 +104,8 @@ class RestoreReport:
     drop_tombstones: bool = False
     #: with a target registry: one line per schema copied (``value id 3 -> 12 under orders-value (AVRO)``)
     schema_copies: list[str] = field(default_factory=list)
+    #: with groups: one line per consumer group and partition (the plan, or where the run placed it)
+    groups: list[str] = field(default_factory=list)
 
     @property
     def mode(self) -> str:
@@ -348,7 +350,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0,
             runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False,
             target_registry: Any = None, target_subject_strategy: str = "topic",
-            target_registry_roles: Any = None) -> RestoreReport:
+            target_registry_roles: Any = None, groups: Any = None, groups_regex: str | None = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -366,7 +368,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     ``schema.registry.*`` keys): the schemas the records use are copied there under ``target_subject_strategy``
     (``topic``: ``<destination>-value``/``-key``; ``source``: the source subjects) and every wire-format value
     and key (``target_registry_roles``: ``value``/``key``/``both``, default from the config's decoders) is
-    produced with its id there, datum bytes unchanged (:mod:`lakesink.driver.restore_registry`)."""
+    produced with its id there, datum bytes unchanged (:mod:`lakesink.driver.restore_registry`).
+    ``groups`` (names, or a comma list) / ``groups_regex``: consumer groups whose archived offsets (the sink's
+    ``consumer.groups``) are placed on the destination, each at the first restored record it had not consumed, in
+    the restore's transactions (:mod:`lakesink.driver.restore_groups`)."""
     t0 = time.monotonic()
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
@@ -403,6 +408,13 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         check_keys_stored([o for _p, objs in planned for o in objs])
     _check_feedback(None if hasattr(manifest, "arrow") else session(), cfg, manifest,
                     {p.topic for p in report.partitions}, force)
+    targets = None
+    if groups or groups_regex is not None:
+        from lakesink.driver import restore_groups as rg
+
+        targets = rg.group_targets(cfg, *rg.parse_groups(groups, groups_regex), planned, wiring.s3_settings(cfg),
+                                   session)
+        report.groups = rg.plan_lines(targets, planned)
     if dry_run or not report.partitions:
         report.seconds = time.monotonic() - t0
         return report
@@ -419,6 +431,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                          **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
     _check_destinations(admin, report.partitions, timeout_s)
     check_group_idle(admin, report.group, timeout_s)
+    if targets is not None:
+        rg.check_groups_idle(admin, targets, timeout_s)
     to_read = [o for _p, objs in planned for o in objs]
     if not again:
         dests = sorted({(p.topic, p.partition) for p in report.partitions})
@@ -453,6 +467,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         options.update(latest_per_key=True, drop_tombstones=drop_tombstones)
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
+    if targets is not None:
+        options["groups"] = targets
     if runner is None:
         from lakesink.runners.spark import SparkRunner
 
@@ -470,6 +486,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         p.produced, p.transactions = res["produced"], res["transactions"]
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]
         p.skipped, p.superseded, p.tombstones_dropped = res["skipped"], res["superseded"], res["tombstones_dropped"]
+        if targets is not None:
+            report.groups = [ln for ln in report.groups if not ln.startswith(tuple(
+                f"{w.group}: {p.source_topic}-{p.source_partition} " for w in
+                targets.for_source(p.source_topic, p.source_partition)))] + rg.result_lines(p, res.get("groups", []))
     report.seconds = time.monotonic() - t0
     return report
 
