@@ -233,3 +233,16 @@ def test_sigkill_then_rerun_places_the_group_once(s3, kafka, archive, tmp_path, 
     assert [g["state"] for g in result["groups"]] == ["already" if placed else "committed"]
     assert [v for _k, v, *_ in consume(kafka, dest, 0)] == [value(0, i) for i in range(N)]  # each once
     assert consume_committed(kafka, "g-half", dest, partitions=(0,)) == {0: [value(0, i) for i in range(35, N)]}
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_sql_view_consumer_groups_on_both_engines(request, archive, engine):
+    from lakesink.driver.sql import run_queries
+
+    cfg, topic, _cut = archive
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    (res,) = run_queries(cfg, "SELECT consumer_group, topic, `partition`, committed_offset FROM consumer_groups "
+                              "ORDER BY consumer_group, `partition`", engine=engine, spark=spark, limit=None)
+    assert res.columns == ["consumer_group", "topic", "partition", "committed_offset"]
+    assert [tuple(r) for r in res.rows] == [("g-done", topic, 0, N), ("g-half", topic, 0, 35),
+                                            ("g-half", topic, 1, 10)]
