@@ -69,7 +69,8 @@ _PRODUCER_ONLY = {"transactional.id", "enable.idempotence", "acks", "request.req
                   "queue.buffering.max.ms", "batch.size", "batch.num.messages", "compression.type",
                   "compression.codec", "transaction.timeout.ms", "message.timeout.ms", "delivery.timeout.ms",
                   "queue.buffering.max.messages", "queue.buffering.max.kbytes", "retries",
-                  "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms"}
+                  "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms",
+                  "delivery.report.only.error"}
 
 
 
