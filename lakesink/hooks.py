@@ -7,11 +7,12 @@ the environment.
 
 Driver points, in order: ``before_resolve`` (executors done, conflicts not yet resolved), ``before_commit``
 (everything uploaded and resolved), ``during_commit`` (the Delta commit is about to start), ``after_commit``
-(committed and verified). Executor point: ``after_upload`` (a commit group's objects are uploaded).
+(committed and verified); ``lakesink expire`` also calls ``before_commit``, ``during_commit``, ``after_commit``
+and ``after_delete`` (after each file it deletes). Executor point: ``after_upload`` (a commit group's objects are uploaded).
 """
 from __future__ import annotations
 
-DRIVER_POINTS = ("before_resolve", "before_commit", "during_commit", "after_commit")
+DRIVER_POINTS = ("before_resolve", "before_commit", "during_commit", "after_commit", "after_delete")
 EXECUTOR_POINTS = ("after_upload",)
 
 

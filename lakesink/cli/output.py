@@ -161,7 +161,7 @@ class TextOutput(Output):
             () if rep.dry_run else ("produced", "skipped", "resumed_from", "next_offset"))
         rows = []
         for p in rep.partitions:
-            row = (f"{p.source_topic}-{p.source_partition}", f"{p.topic}-{p.partition}", str(p.objects),
+            row = (f"{p.source_topic}-{p.source_partition}", p.destination, str(p.objects),
                    f"{p.records}{'' if p.exact else ' (at most)'}", str(p.bytes))
             if not rep.dry_run:
                 row += (str(p.produced), str(p.skipped), "-" if p.resumed_from is None else str(p.resumed_from),
@@ -173,17 +173,21 @@ class TextOutput(Output):
         at_most = "" if rep.exact else " at most"
         label = "restore" if rep.name is None else f"restore {rep.name!r}"
         mode = f" ({rep.mode}: it produces at most the records it reads)" if rep.latest_per_key else ""
+        count = (f"{len(rep.partitions)} source partition(s)" if getattr(rep, "routing", None)
+                 else f"{len(rep.partitions)} partition(s)")
+        where = f"from {count}" if getattr(rep, "routing", None) else f"into {count}"
         if rep.dry_run:
             self._p(f"dry run of {label}: would read {rep.objects} object(s),{at_most} {rep.records} "
-                    f"record(s), {rep.bytes} bytes, into {len(rep.partitions)} partition(s){mode}")
+                    f"record(s), {rep.bytes} bytes, {where}{mode}")
         else:
             left = (f"{rep.superseded} older version(s) left out, "
                     + (f"{rep.tombstones_dropped} tombstone(s) dropped, " if rep.drop_tombstones else "")
                     if rep.latest_per_key else "")
             self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, {left}"
-                    f"{len(rep.partitions)} partition(s), {rep.seconds:.1f}s (progress in group {rep.group!r})")
+                    f"{count}, {rep.seconds:.1f}s (progress in group {rep.group!r})")
         self._p(*(f"  schema copied: {c}" for c in getattr(rep, "schema_copies", None) or ()))
         self._p(*(f"  consumer group {c}" for c in getattr(rep, "groups", None) or ()))
+        self._p(*(f"  routing: {line}" for line in getattr(rep, "routing", None) or ()))
 
     def schema_history(self, r: SchemaHistoryResult) -> None:
         head = ("topic", "subject", "version", "id", "fingerprint", "partitions", "first_offset", "last_offset",
@@ -387,6 +391,7 @@ def restore_dict(r: RestoreResult) -> dict:
             "tombstones_dropped": rep.tombstones_dropped, "schema_copies": list(rep.schema_copies),
             "groups": list(getattr(rep, "groups", None) or ()),
             "seconds": round(rep.seconds, 3),
+            "seconds": round(rep.seconds, 3), "routing": list(getattr(rep, "routing", None) or ()),
             "partitions": _plain(rep.partitions)}
 
 

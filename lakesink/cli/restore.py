@@ -28,8 +28,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(store.kafka.keys=true)")
     p.add_argument("--drop-tombstones", action="store_true",
                    help="with --latest-per-key: leave out a key whose last record is a tombstone (null value)")
+    p.add_argument("--partitioner", default=None, metavar="default",
+                   help="restore into a topic with another partition count: 'default' puts each record where the Java "
+                        "producer's default partitioner puts its key (murmur2); keyless records keep their source "
+                        "partition number modulo the destination's count. Each key's records stay in order")
+    p.add_argument("--partition-map", default=None, metavar="SRC=DEST,...",
+                   help="restore into a topic with another partition count: every record of source partition SRC "
+                        "goes to destination partition DEST, e.g. 0=0,1=0,2=1,3=1 (every source partition read "
+                        "must be named)")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the objects, records and bytes the restore would read (from the manifest alone)")
+                   help="print the objects, records and bytes the restore would read (from the manifest alone) and, "
+                        "with --partitioner / --partition-map, where they would go (this reads the destination "
+                        "topic's partition count)")
     p.add_argument("--name", default=None,
                    help="keep this restore's progress in a group of its own, lakesink-restore-NAME (default: the "
                         "cluster's lakesink-restore group, where every restore sees what earlier ones produced "
@@ -89,6 +99,8 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     from lakesink.driver.preflight import check_broker, check_stores
     from lakesink.errors import InvalidArgumentError
 
+    if args.partitioner is not None and args.partition_map is not None:
+        raise InvalidArgumentError("--partitioner and --partition-map exclude each other: give one of them")
     if args.drop_tombstones and not args.latest_per_key:
         raise InvalidArgumentError("--drop-tombstones needs --latest-per-key (a restore of every record keeps its "
                                    "tombstones)")
@@ -98,7 +110,8 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
     # credentials exit 3; a dead S3 endpoint, a refused Kafka login, an untrusted certificate, a broker that does
     # not resolve or refuses exit 5 at the first answer. A dry run reads the manifest alone: no broker check.
     check_stores(cfg, writes=False)
-    if not args.dry_run:
+    routed = args.partitioner is not None or args.partition_map is not None
+    if not args.dry_run or routed:  # a routed dry run reads the destination's partition count
         check_broker(cfg)
     topic_map = parse_topic_map(args.topic_map) if args.topic_map is not None else None
     # a dry run reads the manifest alone: no task runner, and Spark only for a catalog manifest
@@ -109,8 +122,8 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
                          again=args.again, latest_per_key=args.latest_per_key, drop_tombstones=args.drop_tombstones,
                          runner=eng.runner, target_registry=target,
                          target_subject_strategy=args.target_subject_strategy,
-                         target_registry_roles=args.target_registry_ids, groups=args.groups,
-                         groups_regex=args.groups_regex)
+                         target_registry_roles=args.target_registry_ids, partitioner=args.partitioner,
+                         partition_map=args.partition_map, groups=args.groups, groups_regex=args.groups_regex)
     return RestoreResult(report=report)
 
 

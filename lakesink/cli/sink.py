@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from typing import Any
 
 from lakesink.cli.output import SinkResult
 
@@ -52,8 +53,9 @@ def run(args: argparse.Namespace, output) -> SinkResult:
         output.warning(w)
     startup["config"], t = time.monotonic() - t, time.monotonic()
     from lakesink.runtime.engine import open_engine
+    from lakesink.runtime.runs import RunRecorder
 
-    run = RunRecorder(cfg, output)
+    run = RunRecorder(cfg, output.warning)
     with run:
         # the engine starts now (local workers, or Spark in advance), while the driver plans
         with open_engine(cfg, getattr(args, "engine", "auto"), args.master) as engine:
@@ -61,61 +63,23 @@ def run(args: argparse.Namespace, output) -> SinkResult:
             job = SinkJob(engine.spark, cfg, runner=engine.runner)
             run.run_id = job.run_id
             startup["init"] = time.monotonic() - t
-            run.result = run_batches(args, output, job, startup, interval, every)
-            return run.result
+            return run_batches(args, output, job, startup, interval, every, on_batch=run.add)
 
 
-class RunRecorder:
-    """Records the run's outcome in the runs table (:mod:`lakesink.manifest.runs`) when the block ends: OK, or
-    FAILED with the error's exit code and line, or INTERRUPTED; never replaces the run's own error."""
-
-    def __init__(self, cfg, output) -> None:
-        import datetime as dt
-        import uuid
-
-        self.cfg, self.output = cfg, output
-        self.started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        self.run_id = f"{self.started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"  # the job's own once it exists
-        self.result = None
-
-    def __enter__(self) -> "RunRecorder":
-        return self
-
-    def __exit__(self, typ, exc, _tb) -> None:
-        import datetime as dt
-
-        from lakesink import wiring
-        from lakesink.errors import LakesinkError
-        from lakesink.manifest.runs import FAILED, INTERRUPTED, OK, RunRow, record_run
-        from lakesink.runtime.logs import run_log_file
-
-        batches = list(getattr(self.result, "batches", None) or [])
-        if exc is None:
-            outcome, code, error = OK, 0, None
-        elif isinstance(exc, KeyboardInterrupt):
-            outcome, code, error = INTERRUPTED, 130, "interrupted"
-        else:
-            outcome = FAILED
-            code = exc.exit_code if isinstance(exc, LakesinkError) else 1
-            error = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)[:1000]
-        row = RunRow(job=self.cfg.name, run_id=self.run_id, command="sink", started_at=self.started,
-                     ended_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), outcome=outcome, exit_code=code,
-                     error=error, log_path=run_log_file(), batches=sum(1 for b in batches if b.committed),
-                     records=sum(b.records for b in batches if b.committed))
-        warning = record_run(self.cfg.manifest_location, wiring.s3_settings(self.cfg), row)
-        if warning and exc is None:
-            self.output.warning(warning)
-
-
-def run_batches(args: argparse.Namespace, output, job, startup: dict, interval: float, every: float) -> SinkResult:
+def run_batches(args: argparse.Namespace, output, job, startup: dict, interval: float, every: float,
+                on_batch: Any = None) -> SinkResult:
     """Run ``job``'s batches as the arguments say, each rendered as it commits (the first with the cold start's
-    ``startup`` phases), under :class:`StopSignals`."""
+    ``startup`` phases) and handed to ``on_batch``, under :class:`StopSignals`."""
     from lakesink.cli.progress import ProgressDisplay
 
     display = ProgressDisplay(getattr(args, "progress", "auto"), every_s=every)
     job.on_progress = display
 
+    also = on_batch
+
     def on_batch(result) -> None:
+        if also is not None:
+            also(result)
         if startup:  # the first batch carries the cold start, in order, before its own phases
             result.seconds = {**startup, **result.seconds}
             startup.clear()

@@ -203,6 +203,8 @@ KEYS: tuple[Key, ...] = (
     Key("rotate.interval.ms", "rotate_interval_ms", as_int, -1, False, _ms_check),
     Key("rotate.schedule.interval.ms", "rotate_schedule_interval_ms", as_int, -1, False, _ms_check),
     Key("rotate.file.on.partition.change", "rotate_file_on_partition_change", as_bool, True),
+    # retention of the archive (lakesink expire): Kafka's retention.ms, applied to archived objects; -1 keeps them
+    Key("archive.retention.ms", "archive_retention_ms", as_int, -1, False, _ms_check),
     Key("format.class", "format_name", as_str, "avro"),
     Key("partitioner.class", "partitioner_class", as_str, "default"),
     Key("partition.field.name", "partition_field_name", as_list, ()),

@@ -580,6 +580,7 @@ def build_values(flat: dict[str, Any], source: str | None, job_name: str | None)
         transforms_sql=vals["transforms_sql"] or None, transforms_python=vals["transforms_python"] or None,
         metrics_location=vals["metrics_location"] or None,
         consumer_groups=tuple(vals["consumer_groups"]), consumer_groups_regex=vals["consumer_groups_regex"] or None,
+        archive_retention_ms=vals["archive_retention_ms"],
         errors_tolerance=vals["errors_tolerance"].lower(), dlq_topic=vals["dlq_topic"] or None,
         dlq_context_headers=vals["dlq_context_headers"],
         ignored_keys=tuple(keys.ignored), warnings=tuple(problem.warnings), source=source,

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakesink import wiring
 from lakesink.errors import ArchiveQueryError, InvalidArgumentError, ManifestError
+from lakesink.manifest.rows import TOMBSTONE_KINDS
+from lakesink.manifest.views import LIVE_OBJECT
 from lakesink.executor.readback import (FIELDS, NO_CUT, ArchivedObject, Cut, RestoredRecord, iter_objects,
                                         read_object, read_records)
 
@@ -115,7 +117,9 @@ def _split_in_duckdb(cfg: "SinkConfig", manifest: Any, predicate: str | None,
     if not manifest.exists():
         raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
     chosen = "true" if predicate is None else f"coalesce(({predicate}), false)"
-    query = f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM manifest WHERE kind = 'object'"
+    # live objects only: an expired object (superseded by its tombstone) is gone, not an error
+    query = (f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM manifest m "
+             f"WHERE {LIVE_OBJECT}")
     with DuckViews({"manifest": manifest.scan(job=cfg.name)}) as db:
         try:
             if predicate is not None:
@@ -149,7 +153,13 @@ def _split_in_spark(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, pre
     from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql import functions as F
 
-    df = manifest_frame(spark, manifest).where((F.col("job") == cfg.name) & (F.col("kind") == "object"))
+    frame = manifest_frame(spark, manifest).where(F.col("job") == cfg.name)
+    identity = ["job", "topic", "kafka_partition", "object_key", "etag_or_empty"]
+    tombs = (frame.where(F.col("kind").isin(*TOMBSTONE_KINDS))
+             .withColumn("etag_or_empty", F.coalesce(F.col("etag"), F.lit(""))).select(*identity))
+    # live objects only: an expired object (superseded by its tombstone) is gone, not an error
+    df = (frame.where(F.col("kind") == "object").withColumn("etag_or_empty", F.coalesce(F.col("etag"), F.lit("")))
+          .join(tombs, on=identity, how="left_anti").drop("etag_or_empty"))
     cols = OBJECT_COLUMNS
     try:
         # the predicate is a column of its own on the scoped frame (never SQL text around it); its text is the

@@ -1,11 +1,11 @@
-"""Restore on the driver: which objects, where they go, the checks, and one Spark task per destination partition.
+"""Restore on the driver: which objects, where they go, the checks, and one task per source partition.
 
 :func:`restore` queries the manifest (a Spark SQL predicate, :func:`lakesink.driver.archive.select_objects`),
 groups the committed objects by source partition and maps each to the destination topic (``to_topic``, or
 ``topic_map=(REGEX, REPLACEMENT)`` applied to the source topic), same partition number. Before anything is
 produced it checks, in this order, and refuses with one line:
 
-1. two source partitions mapping to one destination partition;
+1. two source partitions mapping to one destination partition (unless a router places the records, below);
 2. a destination topic that a sink job of the same manifest archives (any job's rows, and this config's
    ``topics`` / ``topics.regex``): restoring into it would archive the restored records again (the feedback
    loop Confluent's docs warn about), unless ``force``;
@@ -30,6 +30,18 @@ produced, naming the earlier restore, unless ``again`` (``--again``: produce the
 the selection reaches offsets an earlier restore may have produced only in part (its ``--where`` chose some of
 the objects whose offsets interleave there), or offsets that a restore with another ``name`` recorded.
 
+**Another partition count** (``partitioner="default"`` / ``partition_map``, :mod:`lakesink.executor.partitioning`):
+:func:`build_routers` reads each destination topic's partition count (a dry run too) and builds its
+:class:`~lakesink.executor.partitioning.Router`; a map naming a partition the topic lacks, or leaving out a source
+partition the selection reads, is a usage error (exit 2). Several sources may then meet in one destination
+partition. Each source partition is one task whose progress lives in a group of its own
+(:func:`~lakesink.executor.restore_progress.routed_group`, the routing's spec in its name), so progress written
+under another routing -- or by a plain restore -- is another restore's: a selection reaching it is refused unless
+``again``, as for a restore with another ``name``.
+
+Size: over the ~500-line guide because the checks of every restore mode (plain, routed, latest per key, another
+registry) run in one order before anything is produced; they read best together.
+
 **Latest per key** (``latest_per_key``): each worker produces only the last selected record of each key of its
 source partition (:mod:`lakesink.executor.latest`; tombstones too, unless ``drop_tombstones``). The keys come
 from the ``.keys`` side files, so a selection with an object archived without one (``store.kafka.keys=false``)
@@ -52,7 +64,8 @@ from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreEr
                              RestoreRefusedError, StoreError)
 from lakesink.executor.coverage import Coverage, Interval, SourceCoverage, merge
 from lakesink.executor.readback import ArchivedObject, Cut
-from lakesink.executor.restore_progress import check_group_idle, group_coverages, progress_group
+from lakesink.executor.partitioning import KEYLESS_RULE, PARTITIONERS, PartitionMap, Router
+from lakesink.executor.restore_progress import check_group_idle, group_coverages, progress_group, routed_group
 from lakesink.executor.restore import clusters
 from lakesink.executor.restore import dry_run as summarize
 
@@ -61,7 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PartitionRestore", "RestoreReport", "restore", "plan_partitions", "parse_time", "destination_topic",
            "archived_topics", "unselected_spans", "overlap_refusal", "unrestored", "check_keys_stored", "latest_reads",
-           "run_failure"]
+           "run_failure", "build_routers"]
 
 
 @dataclass
@@ -89,6 +102,14 @@ class PartitionRestore:
     seconds: float = 0.0
     superseded: int = 0
     tombstones_dropped: int = 0
+    #: a routed restore (``--partitioner`` / ``--partition-map``; ``partition`` is then -1): where its records go,
+    #: e.g. ``orders6-0..5 by key (keyless: orders6-1)`` or ``orders2-1``, and the progress group of its source
+    route: str | None = None
+    group: str | None = None
+
+    @property
+    def destination(self) -> str:
+        return f"{self.topic}-{self.partition}" if self.route is None else self.route
 
 
 @dataclass
@@ -106,6 +127,8 @@ class RestoreReport:
     schema_copies: list[str] = field(default_factory=list)
     #: with groups: one line per consumer group and partition (the plan, or where the run placed it)
     groups: list[str] = field(default_factory=list)
+    #: a routed restore: one line per destination topic saying how records are routed there
+    routing: list[str] = field(default_factory=list)
 
     @property
     def mode(self) -> str:
@@ -252,7 +275,7 @@ def overlap_refusal(part: PartitionRestore, objs: list[ArchivedObject], cut: Cut
     hi = cut.to_offset if cut.to_offset is not None else max((o.last_offset for o in objs), default=-1)
     spans = [(max(o.first_offset, lo), min(o.last_offset, hi)) for o in objs]
     spans = merge([(a, b) for a, b in spans if a <= b])
-    where = f"{part.topic}-{part.partition}"
+    where = part.destination
     src = f"{part.source_topic}-{part.source_partition}"
     hit = own.source(part.source_topic, part.source_partition).conflicts(spans)
     if hit:
@@ -265,9 +288,10 @@ def overlap_refusal(part: PartitionRestore, objs: list[ArchivedObject], cut: Cut
         hit = cov.source(part.source_topic, part.source_partition).conflicts(spans, foreign=True)
         if hit:
             a, b = hit[0]
+            how = ("restore with that restore's --partitioner / --partition-map (and --name) to skip what it "
+                   "produced" if ":" in group else "restore with that restore's --name to skip what it produced")
             return (f"offsets {a}-{b} of {src} were already restored into {where} by the restore recorded in group "
-                    f"{group!r}; nothing was produced: restore with that restore's --name to skip what it produced, "
-                    f"or pass --again to produce them again (duplicates)")
+                    f"{group!r}; nothing was produced: {how}, or pass --again to produce them again (duplicates)")
     return None
 
 
@@ -319,18 +343,19 @@ def run_failure(cause: str, name: str | None) -> RestoreError:
 
 
 def plan_partitions(objects: list[ArchivedObject], to_topic: str | None, topic_map: tuple[str, str] | None,
-                    cut: Cut) -> list[tuple[PartitionRestore, list[ArchivedObject]]]:
+                    cut: Cut, routed: bool = False) -> list[tuple[PartitionRestore, list[ArchivedObject]]]:
     """Objects grouped by source partition, each group's destination (same partition number) and what the
     manifest says it holds inside ``cut``; groups with nothing inside the cut are left out. Refuses two
-    sources mapping to one destination partition."""
+    sources mapping to one destination partition, unless ``routed`` (a router decides the partitions: the
+    destination partition is -1 here, several sources may meet in one)."""
     by_source: dict[tuple[str, int], list[ArchivedObject]] = {}
     for o in objects:
         by_source.setdefault((o.topic, o.kafka_partition), []).append(o)
     out: list[tuple[PartitionRestore, list[ArchivedObject]]] = []
     taken: dict[tuple[str, int], tuple[str, int]] = {}
     for (src_topic, src_part), objs in sorted(by_source.items()):
-        dest = (destination_topic(src_topic, to_topic, topic_map), src_part)
-        if dest in taken:
+        dest = (destination_topic(src_topic, to_topic, topic_map), -1 if routed else src_part)
+        if dest in taken and not routed:
             other = taken[dest]
             raise RestoreRefusedError(f"{other[0]}-{other[1]} and {src_topic}-{src_part} would both be restored to "
                                       f"{dest[0]}-{dest[1]}: map them to different topics")
@@ -343,6 +368,49 @@ def plan_partitions(objects: list[ArchivedObject], to_topic: str | None, topic_m
     return out
 
 
+def build_routers(admin, parts: list[PartitionRestore], partitioner: str | None,
+                  partition_map: "PartitionMap | None", timeout_s: float) -> dict[str, Router]:
+    """The :class:`Router` of each destination topic of ``parts`` (from its partition count on the destination
+    cluster), each part's ``route`` and ``group`` set. A map naming a partition the topic lacks or leaving out a
+    source partition the restore reads is a usage error (InvalidArgumentError, exit 2); a missing destination
+    topic is refused (RestoreRefusedError)."""
+    try:
+        meta = admin.list_topics(timeout=timeout_s)
+    except Exception as e:  # noqa: BLE001 - KafkaException: broker unreachable
+        raise RestoreError(f"cannot read the destination cluster's topics: {e}") from None
+    routers: dict[str, Router] = {}
+    for topic in sorted({p.topic for p in parts}):
+        t = meta.topics.get(topic)
+        if t is None or t.error is not None:
+            raise RestoreRefusedError(f"destination topic {topic!r} does not exist: create it first (with "
+                                      f"--partitioner / --partition-map the restore routes records into the "
+                                      f"partitions it has; nothing was produced)")
+        try:
+            router = Router.from_options(len(t.partitions), partitioner, partition_map)
+            router.check_sources({p.source_partition for p in parts if p.topic == topic})
+        except RestoreRefusedError as e:  # a flag that does not fit the topic: bad usage
+            raise InvalidArgumentError(f"{e} (destination topic {topic!r})") from None
+        routers[topic] = router
+    for p in parts:
+        r = routers[p.topic]
+        n = r.num_partitions
+        p.route = (f"{p.topic}-0..{n - 1} by key (keyless: {p.topic}-{p.source_partition % n})" if r.keyed
+                   else f"{p.topic}-{r.route(p.source_partition, None)}")
+        p.group = None  # set by restore() once the name is known
+    return routers
+
+
+def _routing_lines(routers: dict[str, Router]) -> list[str]:
+    out = []
+    for topic, r in sorted(routers.items()):
+        if r.keyed:
+            out.append(f"{topic} ({r.num_partitions} partitions): --partitioner default, murmur2 on the key as the "
+                       f"Java producer's default partitioner; {KEYLESS_RULE}")
+        else:
+            out.append(f"{topic} ({r.num_partitions} partitions): --partition-map {r.partition_map}")
+    return out
+
+
 def restore(spark, config: Any, where: str | None = None, *, to_topic: str | None = None,
             topic_map: tuple[str, str] | None = None, from_offset: int | None = None, to_offset: int | None = None,
             from_time: Any = None, to_time: Any = None, dry_run: bool = False, name: str | None = None,
@@ -350,7 +418,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             records_per_txn: int | None = None, again: bool = False, timeout_s: float = 60.0,
             runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False,
             target_registry: Any = None, target_subject_strategy: str = "topic",
-            target_registry_roles: Any = None, groups: Any = None, groups_regex: str | None = None) -> RestoreReport:
+            target_registry_roles: Any = None, partitioner: str | None = None,
+            partition_map: Any = None, groups: Any = None, groups_regex: str | None = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -369,10 +438,21 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     (``topic``: ``<destination>-value``/``-key``; ``source``: the source subjects) and every wire-format value
     and key (``target_registry_roles``: ``value``/``key``/``both``, default from the config's decoders) is
     produced with its id there, datum bytes unchanged (:mod:`lakesink.driver.restore_registry`).
+    ``partitioner="default"`` (Kafka's murmur2 on the key, as the Java producer's default partitioner; keyless
+    records keep their source partition number modulo the destination's count) or ``partition_map`` (``"0=3,1=3"``,
+    a dict or a PartitionMap): restore into a destination with another partition count (see the module
+    docstring); a dry run then reads the destination's partition count too.
     ``groups`` (names, or a comma list) / ``groups_regex``: consumer groups whose archived offsets (the sink's
     ``consumer.groups``) are placed on the destination, each at the first restored record it had not consumed, in
-    the restore's transactions (:mod:`lakesink.driver.restore_groups`)."""
+    the restore's transactions (:mod:`lakesink.driver.restore_groups`); not with a routed restore (for now)."""
     t0 = time.monotonic()
+    if partitioner is not None and partition_map is not None:
+        raise InvalidArgumentError("--partitioner and --partition-map exclude each other: give one of them")
+    if partitioner is not None and partitioner not in PARTITIONERS:
+        raise InvalidArgumentError(f"--partitioner {partitioner!r} is not known; it takes {', '.join(PARTITIONERS)} "
+                                   f"(Kafka's murmur2 on the key)")
+    pmap = PartitionMap.of(partition_map) if partition_map is not None else None
+    routed = partitioner is not None or pmap is not None
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
                                    "restore of every record keeps its tombstones")
@@ -402,7 +482,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
     objects, left_out = split_objects(None if hasattr(manifest, "scan") else session(), cfg, manifest, where)
     holes = unselected_spans(left_out)
-    planned = plan_partitions(objects, to_topic, topic_map, cut)
+    planned = plan_partitions(objects, to_topic, topic_map, cut, routed=routed)
     report.partitions = [p for p, _objs in planned]
     if latest_per_key:
         check_keys_stored([o for _p, objs in planned for o in objs])
@@ -412,10 +492,14 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     if groups or groups_regex is not None:
         from lakesink.driver import restore_groups as rg
 
+        if routed:
+            raise InvalidArgumentError("--groups with --partitioner / --partition-map is not supported yet: a group's "
+                                       "position is one offset per destination partition, and a routed source "
+                                       "partition reaches several")
         targets = rg.group_targets(cfg, *rg.parse_groups(groups, groups_regex), planned, wiring.s3_settings(cfg),
                                    session)
         report.groups = rg.plan_lines(targets, planned)
-    if dry_run or not report.partitions:
+    if not report.partitions or (dry_run and not routed):
         report.seconds = time.monotonic() - t0
         return report
 
@@ -423,18 +507,33 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
     from lakesink.config.kafka import CONSUMER_ONLY
     from lakesink.driver.kafka_admin import client_config
+
+    admin = AdminClient({**client_config(cfg.kafka_options),
+                         **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
+    routers: dict[str, Router] = {}
+    if routed:  # the routing needs the destination's partition count: read even by a dry run
+        routers = build_routers(admin, report.partitions, partitioner, pmap, timeout_s)
+        for p in report.partitions:
+            p.group = routed_group(name, p.source_topic, p.source_partition, routers[p.topic].spec)
+        report.routing = _routing_lines(routers)
+        report.group = routed_group(name, "<source topic>", "<partition>", "<routing>")  # type: ignore[arg-type]
+    if dry_run:
+        report.seconds = time.monotonic() - t0
+        return report
+
     from lakesink.executor.archive_tasks import RESTORE_RESULT_DDL, PartitionJob, restore_task
     from lakesink.store import open_store
 
     producer = {**wiring.librdkafka_config(cfg.kafka_options), **dict(producer_config or {})}
-    admin = AdminClient({**client_config(cfg.kafka_options),
-                         **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
     _check_destinations(admin, report.partitions, timeout_s)
-    check_group_idle(admin, report.group, timeout_s)
+    for g in sorted({p.group for p in report.partitions if p.group}) if routed else [report.group]:
+        check_group_idle(admin, g, timeout_s)
     if targets is not None:
         rg.check_groups_idle(admin, targets, timeout_s)
     to_read = [o for _p, objs in planned for o in objs]
-    if not again:
+    if routed and not again:
+        to_read = _routed_checks(admin, report, planned, routers, cut, timeout_s)
+    elif not again:
         dests = sorted({(p.topic, p.partition) for p in report.partitions})
         own, others = group_coverages(admin, report.group, dests, timeout_s)
         for p, objs in planned:
@@ -465,6 +564,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         options["schema_ids"] = schema_ids
     if latest_per_key:
         options.update(latest_per_key=True, drop_tombstones=drop_tombstones)
+    if routers:
+        options["routers"] = routers
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
     if targets is not None:
@@ -493,3 +594,27 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     report.seconds = time.monotonic() - t0
     return report
 
+
+
+def _routed_checks(admin, report: RestoreReport, planned: list[tuple[PartitionRestore, list[ArchivedObject]]],
+                   routers: dict[str, Router], cut: Cut, timeout_s: float) -> list[ArchivedObject]:
+    """The overlap refusals of a routed restore (each source against its own group's progress, and against every
+    other restore's progress -- the plain group's, another name's, another routing's -- at every destination
+    partition it can reach), and the objects its workers still read."""
+    dests = sorted({(p.topic, d) for p, _o in planned for d in routers[p.topic].destinations(p.source_partition)})
+    plain, others = group_coverages(admin, progress_group(report.name), dests, timeout_s)
+    foreign_all = {**others, progress_group(report.name): plain}
+    to_read: list[ArchivedObject] = []
+    for p, objs in planned:
+        slots = [(p.topic, d) for d in routers[p.topic].destinations(p.source_partition)]
+        own = foreign_all.get(p.group, {}).get(slots[0], Coverage())
+        why = overlap_refusal(p, objs, cut, own, {}, p.group or report.group)
+        for g, covs in sorted(foreign_all.items()):  # another restore's progress at any partition S can reach
+            for slot in slots:
+                if why is None and g != p.group and slot in covs:
+                    why = overlap_refusal(p, objs, cut, Coverage(), {g: covs[slot]}, g)
+        if why:
+            raise RestoreRefusedError(why)
+        reads = latest_reads if report.latest_per_key else unrestored
+        to_read += reads(objs, cut, own.source(p.source_topic, p.source_partition))
+    return to_read

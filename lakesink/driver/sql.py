@@ -167,14 +167,19 @@ def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: A
 
     Raises ArchiveQueryError (one line, exit code 2 in the CLI) for SQL that does not parse or names unknown
     tables or columns."""
-    from pyspark.errors import AnalysisException, ParseException
-
     statements = query_statements(query, QUERY_NAMES)
     if len(statements) > 1:
         raise ArchiveQueryError(f"query: {len(statements)} statements; this runs one (lakesink sql --file runs several)")
     register_views(spark, config_or_manifest, config=config, with_lag=needs_broker(query), all_jobs=all_jobs)
+    return statement_frame(spark, statements[0])
+
+
+def statement_frame(spark: "SparkSession", statement: str) -> "DataFrame":
+    """``statement`` (checked by :func:`query_statements`) on the views already registered, analysed now."""
+    from pyspark.errors import AnalysisException, ParseException
+
     try:
-        df = spark.sql(statements[0])
+        df = spark.sql(statement)
         df.schema  # analysis is lazy on Spark Connect: fail here, not when collecting
     except (ParseException, AnalysisException) as e:
         raise ArchiveQueryError(f"query: {query_error_line(e)}") from None
@@ -186,11 +191,15 @@ def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, con
     """Run ``query`` and collect at most ``limit`` rows (None: all); the config's job's rows only unless
     ``all_jobs``. A query without its own ``ORDER BY`` gets its rows ordered by their columns, left to right (the
     views' natural key), as on the DuckDB route."""
+    return collect(sql(spark, config_or_manifest, query, config=config, all_jobs=all_jobs), query, limit)
+
+
+def collect(df: "DataFrame", query: str, limit: int | None) -> QueryResult:
+    """At most ``limit`` rows of ``query``'s frame ``df``, ordered by its columns when ``query`` has no ORDER BY."""
     from pyspark.errors import AnalysisException, ParseException
 
-    df = sql(spark, config_or_manifest, query, config=config, all_jobs=all_jobs)
     try:
-        if not orders_rows(query):  # sql() checked it is one query
+        if not orders_rows(query):  # the caller checked it is one query
             df = df.orderBy(*[c for c, t in df.dtypes if not t.startswith("map")])
         rows = df.limit(limit + 1).collect() if limit is not None else df.collect()
     except (ParseException, AnalysisException) as e:
@@ -272,6 +281,7 @@ class SqlSession:
             raise InvalidArgumentError("the Spark route of lakesink sql needs a Spark session")
         self._db: Any = None
         self._db_lag = False
+        self._views: bool | None = None  # Spark: None until registered, then whether with lag
 
     def _duck(self, with_lag: bool):
         if self._db is None or (with_lag and not self._db_lag):
@@ -295,7 +305,11 @@ class SqlSession:
             return results
         session = self.spark() if callable(self.spark) else self.spark
         self.spark = session
-        return [run_query(session, self.cfg, s, limit=limit, all_jobs=self.all_jobs) for s in statements]
+        lag = any(needs_broker(s) for s in statements)
+        if self._views is None or (lag and not self._views):  # once per session (again only to add lag)
+            register_views(session, self.cfg, with_lag=lag, all_jobs=self.all_jobs)
+            self._views = lag
+        return [collect(statement_frame(session, s), s, limit) for s in statements]
 
     def close(self) -> None:
         if self._db is not None:

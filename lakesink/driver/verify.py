@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 from lakesink import wiring
 from lakesink.driver.archive import as_config, object_bytes, pack_objects
 from lakesink.driver.validate import manifest_rows, object_frame, range_frame
+from lakesink.manifest.rows import live_objects
 from lakesink.errors import ManifestError
 
 __all__ = ["Fault", "PartitionEvidence", "VerifyReport", "chain_faults", "verify"]
@@ -107,12 +108,13 @@ def chain_faults(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Fault], list[P
             faults.append(Fault("object-outside-range", r["topic"], int(r["kafka_partition"]), r.get("object_key"),
                                 f"{o['where']}: offsets {r.get('first_offset')}..{r.get('last_offset')} "
                                 f"({r.get('record_count')} records) do not fit the commit range"))
+    live = live_objects(rows)  # an expired object is gone from the archive, not a fault
     evidence = []
     by: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in ranges:
         by.setdefault((r["topic"], r["kafka_partition"]), []).append(r)
     for (topic, part), ranges in sorted(by.items()):
-        objs = [r for r in objects if (r["topic"], int(r["kafka_partition"])) == (topic, part)]
+        objs = [r for r in live if (r["topic"], int(r["kafka_partition"])) == (topic, part)]
         evidence.append(PartitionEvidence(topic, part, min(x["range_start"] for x in ranges),
                                           max(x["range_end"] for x in ranges) + 1, len(objs),
                                           sum(int(x.get("record_count") or 0) for x in objs)))
@@ -139,7 +141,7 @@ def verify(config: Any, *, runner: Any = None, spark: Any = None, deep: bool = T
     version = manifest.version()
     rows = manifest_rows(cfg, spark, manifest)
     faults, evidence = chain_faults(rows)
-    objects = [ArchivedObject.from_row(r) for r in rows if r.get("kind") == "object"]
+    objects = [ArchivedObject.from_row(r) for r in live_objects(rows)]  # expired objects are gone, not faults
     objects.sort(key=lambda o: (o.topic, o.kafka_partition, o.first_offset))
     if runner is None:
         from lakesink.runners.spark import SparkRunner

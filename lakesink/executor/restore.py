@@ -1,4 +1,4 @@
-"""Restore: archived records back to Kafka, exactly once, one destination partition per worker.
+"""Restore: archived records back to Kafka, exactly once, one source partition per worker.
 
 :func:`restore_partition` replays the objects of ONE source partition into ONE destination topic-partition in
 source-offset order (objects whose offsets interleave are merged; keys, headers and CreateTime timestamps kept)
@@ -30,6 +30,19 @@ kept record once. Only later records can supersede a record, so the first pass m
 progress already holds up to the first one it does not (a resumed run scans from there on); after that it reads
 every selected object's keys, covered or not (an already restored later version still supersedes).
 
+**Another partition count** (``routers``, :mod:`lakesink.executor.partitioning`): with ``--partitioner default``
+or ``--partition-map`` a worker restores ONE SOURCE partition into every destination partition its records reach,
+with one transactional producer (a Kafka transaction spans partitions), so its records and its progress still
+commit together. Its transactional id (:func:`routed_transactional_id`) and progress group
+(:func:`~lakesink.executor.restore_progress.routed_group`) are its source partition's: sources that meet in one
+destination partition never share a progress offset. The group holds the same coverage at every destination
+partition the source can reach (read back from the first). Records are produced in source-offset order, each to
+the partition the router names for its key as produced, so every key's records stay in one destination partition
+in order (records of several sources interleave there: the source topic had no order across partitions either).
+
+Size: over the ~500-line guide because one worker loop serves the plain, latest-per-key, another-registry and
+routed restores; splitting it would split the transaction bookkeeping they share.
+
 Transactions close every ``records_per_txn`` records or ``bytes_per_txn`` bytes (key + value + headers),
 whichever comes first, and at the end. Records without a timestamp are produced without one (the
 producer's clock). :func:`dry_run` is the plan from manifest rows alone. No Spark here: the driver runs
@@ -51,10 +64,11 @@ from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_key_positions, read_records
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
-                                                read_coverage, read_progress)
+                                                read_coverage, read_progress, routed_group)
 
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
-           "transactional_id", "transactional_producer_config", "RestoreSummary", "RestoreResult", "dry_run",
+           "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
+           "RestoreSummary", "RestoreResult", "dry_run",
            "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters"]
 
 log = logging.getLogger("lakesink.executor.restore")
@@ -79,6 +93,15 @@ def transactional_id(name: str | None, topic: str, partition: int) -> str:
     partition fences an older one (``:`` never appears in a topic name, so the default ids cannot collide with
     a named restore's)."""
     return f"lakesink-restore:{topic}:{partition}" if name is None else f"lakesink-restore-{name}-{topic}-{partition}"
+
+
+def routed_transactional_id(name: str | None, topic: str, source_topic: str, source_partition: int) -> str:
+    """The transactional id of a routed restore's worker (``--partitioner`` / ``--partition-map``): one per source
+    partition and destination topic, since that worker's one producer writes every destination partition its
+    records reach. A newer run of it fences an older one, whatever its routing."""
+    if name is None:
+        return f"lakesink-restore:{topic}:from:{source_topic}:{source_partition}"
+    return f"lakesink-restore-{name}-{topic}-from-{source_topic}-{source_partition}"
 
 
 @dataclass(frozen=True)
@@ -224,7 +247,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
-                      groups: Any = None, on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
+                      routers: Mapping[str, Any] | None = None, groups: Any = None,
+                      on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
     (the :class:`~lakesink.executor.coverage.Coverage` in progress group :func:`progress_group` of ``name``) is
@@ -239,8 +263,11 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     (``drop_tombstones``: not when it is a tombstone); see the module docstring. ``schema_ids``: an
     :class:`~lakesink.schemas.registry_copy.IdMap`: each value's and key's schema id is rewritten through it just
     before the record is produced (a record it cannot map fails the restore, naming it, and is not produced).
+    ``routers``: destination topic -> :class:`~lakesink.executor.partitioning.Router`; when ``topic`` has one,
+    ``partition`` is ignored and each record goes to the partition the router gives it (see "Another partition
+    count" in the module docstring).
     ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on the destination
-    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`).
+    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; not routed).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -257,25 +284,40 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     if len(sources) > 1:
         raise InvalidArgumentError(f"one worker restores one source partition, got {sorted(sources)}")
     src_topic, src_part = next(iter(sources)) if sources else ("", -1)
-    dest = f"restore into {topic}-{partition}"
-    group = progress_group(name)
+    router = (routers or {}).get(topic)
+    if router is None:
+        dest = f"restore into {topic}-{partition}"
+        group, tid, slots = progress_group(name), transactional_id(name, topic, partition), (partition,)
+    else:
+        if not objs:
+            return RestoreResult()
+        dest = f"restore of {src_topic}-{src_part} into {topic} ({router.spec})"
+        group = routed_group(name, src_topic, src_part, router.spec)
+        tid = routed_transactional_id(name, topic, src_topic, src_part)
+        slots = router.destinations(src_part)  # every slot of the group gets the same progress
     conf = dict(producer_config)
     if groups is not None:  # group offsets come from delivery reports
         conf["delivery.report.only.error"] = False
     admin = AdminClient(_client_conf(conf))
     check_group_idle(admin, group, timeout_s)
     meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if meta is None or meta.error is not None or partition not in meta.partitions:
+    if router is not None and meta is not None and meta.error is None and len(meta.partitions) != router.num_partitions:
+        raise RestoreRefusedError(f"{dest}: the destination topic has {len(meta.partitions)} partition(s) now, "
+                                  f"the restore was planned for {router.num_partitions}; nothing was produced: run "
+                                  f"it again")
+    if meta is None or meta.error is not None or slots[0] not in meta.partitions:
         why = meta.error.str() if meta is not None and meta.error is not None else "no such topic-partition"
         raise RestoreError(f"{dest}: the destination topic-partition does not exist ({why}); create it first")
     result = RestoreResult()
     emit = on_event or (lambda point, info: None)
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
-    txn = _Txn(conf, transactional_id(name, topic, partition), group, timeout_s)
+    txn = _Txn(conf, tid, group, timeout_s)
     hook = None
     try:
         if groups is not None:
+            if router is not None:
+                raise InvalidArgumentError("consumer groups cannot be placed by a routed restore (yet)")
             hook = groups.committer(src_topic, src_part, topic, partition, _client_conf(conf), admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
@@ -283,7 +325,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             txn.producer.init_transactions(timeout_s)
         except KafkaException as e:
             raise _fail(e, "init_transactions", dest, txn) from None
-        coverage = read_coverage(admin, group, topic, partition)
+        coverage = read_coverage(admin, group, topic, slots[0])
         mine = coverage.source(src_topic, src_part)
         result.resumed_from = (mine.high() + 1) if mine else None
         window = (cut.from_ts, cut.to_ts)
@@ -315,8 +357,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     for gmd, tps in hook.offsets(final, lambda: txn.consumer.get_watermark_offsets(
                             TopicPartition(topic, partition), timeout_s)[1]):
                         txn.producer.send_offsets_to_transaction(tps, gmd, timeout_s)
-                txn.producer.send_offsets_to_transaction([TopicPartition(topic, partition, offset, md)], group_md,
-                                                         timeout_s)
+                txn.producer.send_offsets_to_transaction([TopicPartition(topic, d, offset, md) for d in slots],
+                                                         group_md, timeout_s)
                 txn.producer.flush(timeout_s)
                 if txn.errors:
                     raise _delivery_failure(txn.errors, dest)
@@ -378,6 +420,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             if not records:
                 continue
             now_ms = int(time.time() * 1000)
+            # routed: each record's destination from the key it is produced with (one numpy pass per read)
+            routes = (router.route_many(src_part, [produced_key_bytes(r.key) for r in records])
+                      if router is not None and router.keyed and new_key is None else None)
             for i, r in enumerate(records):
                 verdict = KEEP if latest is None else latest.verdict(r.offset, r.key, r.value)
                 if check and mine.covers(r.offset, r.timestamp):
@@ -401,13 +446,19 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 if new_value is not None:  # another registry: its ids, the same datum bytes
                     value = new_value(value, r.topic, r.partition, r.offset)
                     key = new_key(key, r.topic, r.partition, r.offset)
+                if router is None:
+                    part = partition
+                elif routes is not None:
+                    part = int(routes[i])
+                else:
+                    part = router.route(src_part, produced_key_bytes(key))
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
                 on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery)
                 while True:
                     try:  # timestamp 0 is librdkafka's "now", as for a record without one
-                        txn.producer.produce(topic, value=value, key=key, partition=partition,
+                        txn.producer.produce(topic, value=value, key=key, partition=part,
                                              headers=r.headers or None, on_delivery=on_delivery,
                                              timestamp=r.timestamp or 0)
                         break
@@ -426,7 +477,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 result.produced += 1
                 result.bytes += size
                 if on_event is not None:
-                    emit("produced", {"producer": txn.producer, "offset": r.offset, "in_txn": txn.records})
+                    emit("produced", {"producer": txn.producer, "offset": r.offset, "in_txn": txn.records,
+                                      "partition": part})
                 if txn.errors:
                     txn.abort()
                     raise _delivery_failure(txn.errors, dest)
@@ -450,6 +502,11 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             result.groups = hook.report()
         result.seconds = time.monotonic() - t0
     return result
+
+
+def produced_key_bytes(key: Any) -> bytes | None:
+    """The bytes a key is produced as (librdkafka encodes a str key as UTF-8): what the Java producer hashes."""
+    return key.encode("utf-8") if isinstance(key, str) else key
 
 
 def _held(mine, obj: ArchivedObject, cut: Cut) -> bool:

@@ -12,7 +12,8 @@ import time
 from lakesink.errors import RestoreError, RestoreGroupActiveError
 from lakesink.executor.coverage import Coverage
 
-__all__ = ["PROGRESS_READ_TIMEOUT_S", "progress_group", "kafka_error_of", "check_group_idle", "read_progress",
+__all__ = ["PROGRESS_READ_TIMEOUT_S", "progress_group", "routed_group", "kafka_error_of", "check_group_idle",
+           "read_progress",
            "read_coverage", "group_coverages"]
 
 #: how long a stable read of the progress offset retries UNSTABLE_OFFSET_COMMIT
@@ -23,6 +24,15 @@ def progress_group(name: str | None = None) -> str:
     """The consumer group holding restores' progress (never joined by a restore itself): one per destination
     cluster, ``lakesink-restore``, unless a restore is given a ``name`` of its own."""
     return "lakesink-restore" if name is None else f"lakesink-restore-{name}"
+
+
+def routed_group(name: str | None, source_topic: str, source_partition: int, spec: str) -> str:
+    """The progress group of ONE source partition restored through a router (``--partitioner`` /
+    ``--partition-map``, :class:`~lakesink.executor.partitioning.Router` ``spec``): only that source's worker
+    commits to it, so workers of sources that share a destination partition never overwrite each other's
+    progress. The spec is part of the name: coverage recorded under another routing (another map, another
+    partition count) is another restore's, never this one's (its records went to other partitions)."""
+    return f"{progress_group(name)}:{source_topic}:{source_partition}:{spec}"
 
 
 def kafka_error_of(e: BaseException):

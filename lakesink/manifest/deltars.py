@@ -18,6 +18,7 @@ and either finds this batch committed by another run (:class:`~lakesink.errors.F
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 import time
@@ -292,6 +293,44 @@ class DeltaRsManifest:
                     continue
                 raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location} failed: "
                                     f"{_first_line(e)}") from None
+
+    def commit_notes(self, job: str, run_id: str, action: str, build) -> list[ManifestRow]:
+        """Append the rows ``build()`` returns (tombstones of ``lakesink expire``) in one Delta commit of ``job``'s,
+        stamped with the job's last committed batch id (so the sink's next batch and next offsets are unchanged)
+        and tagged with app transaction ``<job>#<action>`` (its own counter, never the sink's). ``build`` is
+        called again after the table moved under it (a concurrent sink or expire committed): it reads the
+        manifest anew, so a row is never built from a version older than the one it is committed on. Returns the
+        rows committed (none: nothing committed)."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        app = f"{job}#{action}"
+        for _attempt in range(COMMIT_ATTEMPTS):
+            table = self._table()  # the version committed on; build() reads this version or a later one
+            batch = table.transaction_version(job)
+            rows = list(build())
+            if not rows:
+                return []
+            now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+            rows = [r.stamped(job, -1 if batch is None else batch, run_id, now) for r in rows]
+            data = pa.Table.from_pylist([_arrow_row(r) for r in rows], schema=arrow_schema())
+            seq = (table.transaction_version(app) or 0) + 1
+            tag = json.dumps({"lakesink_job": job, "action": action, "run_id": run_id}, separators=(",", ":"))
+            props = CommitProperties(custom_metadata={"userMetadata": tag}, max_commit_retries=0,
+                                     app_transactions=[Transaction(app, seq, int(time.time() * 1000))])
+            try:
+                write_deltalake(table, data, mode="append", commit_properties=props,
+                                storage_options=self.storage_options or None)
+                return rows
+            except CommitFailedError as e:
+                log.info("manifest %s: %s of %s lost a race (%s); reading the manifest again", self.location,
+                         action, job, _first_line(e))
+            except Exception as e:  # noqa: BLE001
+                raise ManifestError(f"{action} commit of job {job!r} to {self.location} failed: "
+                                    f"{_first_line(e)}; nothing was committed") from None
+        raise ManifestError(f"{action} commit of job {job!r} to {self.location}: lost {COMMIT_ATTEMPTS} races to "
+                            f"concurrent writers; nothing was committed")
 
     def _committed(self, table: Any, tag: str) -> bool:
         """Whether one of the table's recent commits carries ``tag`` (this run's commit of this batch)."""

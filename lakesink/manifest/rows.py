@@ -6,7 +6,8 @@ Rows are immutable; every kind has one builder here: :func:`object_row` (an arch
 files), :func:`advance_row` (a range without an object: transaction markers, compaction gaps, ignored
 tombstones), :func:`skipped_row` (a range lost to retention, skipped on request), and the two note kinds that are
 not links of the offset chain: :func:`deadletter_row` (records sent to the dead-letter topic) and
-:func:`filtered_row` (offsets a transform dropped inside objects' spans). The commit stamps the
+:func:`filtered_row` (offsets a transform dropped inside objects' spans); and :func:`expired_row`, the tombstone of
+an object deleted by retention (:func:`live_objects`: the object rows no tombstone supersedes). The commit stamps the
 provenance fields (``job``, ``batch_id``, ``run_id``, ``committed_at``) with :meth:`ManifestRow.stamped`.
 
 Rows travel from executors to the driver as JSON (:meth:`ManifestRow.to_json` / :meth:`from_json`):
@@ -17,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 # (name, Spark SQL type, nullable, comment). Order is the table's column order.
 COLUMNS: list[tuple[str, str, bool, str]] = [
     ("job", "STRING", False, "job name (config `name`)"),
     ("topic", "STRING", False, "Kafka topic"),
     ("kafka_partition", "INT", False, "Kafka partition"),
-    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain)"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain)"),
     ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
     ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
     ("first_offset", "BIGINT", True, "offset of this object's first record"),
@@ -59,6 +60,10 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
 COLUMN_NAMES = [c[0] for c in COLUMNS]
 
 OBJECT, ADVANCE, SKIPPED, DEADLETTER, FILTERED = "object", "advance", "skipped", "deadletter", "filtered"
+#: An object deleted by retention (``lakesink expire``): a tombstone superseding its object row.
+EXPIRED = "expired"
+#: Kinds that supersede an object row of the same job, topic, partition, key and ETag (:func:`live_objects`).
+TOMBSTONE_KINDS = (EXPIRED,)
 #: Kinds whose [range_start, range_end] are links of a partition's offset chain (a deadletter or filtered row only
 #: notes offsets that lie inside the chain's object or advance ranges of the same batch).
 CHAIN_KINDS = (OBJECT, ADVANCE, SKIPPED)
@@ -189,6 +194,41 @@ def skipped_row(topic: str, partition: int, range_start: int, range_end: int, no
     """A range deleted by Kafka before it was archived, skipped because the config allows it."""
     return ManifestRow(job=None, topic=topic, kafka_partition=partition, kind=SKIPPED, range_start=range_start,
                        range_end=range_end, note=note, kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+
+
+def expired_row(obj: Mapping[str, Any], note: str) -> ManifestRow:
+    """The tombstone of object row ``obj`` (a dict of its columns) deleted by retention (``lakesink expire``): the
+    object's own columns (key, ETag, version, side files, offsets, count, timestamps) with kind ``expired``,
+    ``[range_start, range_end]`` = the object's ``[first_offset, last_offset]`` and ``note`` = why (it starts with
+    ``expired``). The manifest is append-only: the object row stays and this row supersedes it (see
+    :func:`live_objects`). Not a link of the offset chain (see :data:`CHAIN_KINDS`): the ``gaps`` view shows its
+    range where the ``objects`` view no longer shows the object."""
+    sides = obj.get("side_files")
+    if sides is not None:
+        sides = tuple(s if isinstance(s, SideFile) else SideFile(**dict(s)) for s in sides)
+    values = {f.name: obj.get(f.name) for f in dataclasses.fields(ManifestRow)
+              if f.name not in ("job", "batch_id", "run_id", "committed_at")}
+    values.update(job=None, kind=EXPIRED, range_start=obj["first_offset"], range_end=obj["last_offset"],
+                  side_files=sides, note=note)
+    for k in ("min_timestamp", "max_timestamp"):
+        t = values[k]
+        if t is not None and t.tzinfo is not None:
+            values[k] = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return ManifestRow(**values)
+
+
+def tombstone_identity(row: Mapping[str, Any]) -> tuple:
+    """What ties an object row to the tombstone (``expired``) row that supersedes it: job, topic, partition, key,
+    ETag (a key rewritten under a new ETag is another object)."""
+    return (row.get("job"), row.get("topic"), row.get("kafka_partition"), row.get("object_key"), row.get("etag") or "")
+
+
+def live_objects(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The object rows among ``rows`` (dicts of columns) that no tombstone supersedes: what the archive holds.
+    The one Python rule; :data:`lakesink.manifest.views.LIVE_OBJECT` is the same rule in SQL."""
+    rows = list(rows)
+    gone = {tombstone_identity(r) for r in rows if r.get("kind") in TOMBSTONE_KINDS}
+    return [r for r in rows if r.get("kind") == OBJECT and tombstone_identity(r) not in gone]
 
 
 def deadletter_row(topic: str, partition: int, offsets: list[int], dlq_topic: str, first_error: str, *,

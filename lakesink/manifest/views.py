@@ -19,6 +19,10 @@ share one manifest, and :data:`MANIFEST` as registered holds the config's job's 
   object spans, so the offset proof leaves them out. ``deadletter`` rows (records sent to
   ``errors.deadletterqueue.topic.name``) are notes on offsets inside those ranges, not ranges of their own: query
   them as ``manifest WHERE kind = 'deadletter'``.
+* ``erasures``: one row per ``lakesink expire`` run (``action`` = ``expired``): the job, its criterion
+  (``predicate``: the age limit and the cut-off time), run id, commit time, how many objects and records it removed,
+  the topics and the smallest and largest offset. Expired objects leave the ``objects`` view; their offsets are
+  ``gaps`` rows of kind ``expired`` (reason ``expired: ...``), so the offset proof still sums.
 * ``lag``: committed offsets against the broker's end offsets, in records and (bounded above) in time.
 * ``metrics``: one row per committed sink batch (records read and archived, bytes, objects, partitions, phase
   seconds): the metrics table next to the manifest (:mod:`lakesink.manifest.metrics`), registered as is.
@@ -49,13 +53,30 @@ FROM {MANIFEST}
 GROUP BY job, topic, kafka_partition
 """
 
+#: The condition on a manifest row aliased ``m`` that it is an object no tombstone (an ``expired`` row of the same job,
+#: topic, partition, key and ETag) supersedes: the SQL form of :func:`lakesink.manifest.rows.live_objects`.
+LIVE_OBJECT = f"""m.kind = 'object' AND NOT EXISTS (
+  SELECT 1 FROM {MANIFEST} t WHERE t.kind IN ('expired') AND t.job = m.job AND t.topic = m.topic
+    AND t.kafka_partition = m.kafka_partition AND t.object_key = m.object_key
+    AND coalesce(t.etag, '') = coalesce(m.etag, ''))"""
+
 OBJECTS = f"""
 SELECT job, topic, kafka_partition, first_offset, last_offset, record_count, encoded_partition,
        object_uri AS uri, object_key, format, compression, size_bytes, etag, version_id,
        min_timestamp, max_timestamp, schema_subject, schema_version, schema_id,
        range_start, range_end, batch_id, committed_at
+FROM {MANIFEST} m
+WHERE {LIVE_OBJECT}
+"""
+
+# One row per expire (later erase) run: its criterion is the rows' note after "<kind>: ".
+ERASURES = f"""
+SELECT job, kind AS action, substring(note, length(kind) + 3) AS predicate, run_id,
+       min(committed_at) AS committed_at, count(*) AS objects, sum(record_count) AS records,
+       sort_array(collect_set(topic)) AS topics, min(first_offset) AS min_offset, max(last_offset) AS max_offset
 FROM {MANIFEST}
-WHERE kind = 'object'
+WHERE kind IN ('expired')
+GROUP BY job, kind, note, run_id
 """
 
 SCHEMA_HISTORY = f"""
@@ -130,6 +151,7 @@ VIEWS: dict[str, str] = {
     "objects": OBJECTS,
     "schema_history": SCHEMA_HISTORY,
     "gaps": GAPS,
+    "erasures": ERASURES,
     "lag": LAG,
 }
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from lakesink.errors import InvalidArgumentError
 from lakesink.runtime.logs import log_output
+
+log = logging.getLogger("lakesink.runtime.engine")
 
 __all__ = ["ENGINES", "Engine", "local_workers", "open_engine", "start_local_runner", "run"]
 
@@ -106,10 +109,18 @@ def run(spark: Any = None, config: Any = None, *, engine: str = "auto", master: 
     (:func:`local_workers`)."""
     from lakesink.driver.archive import as_config
     from lakesink.driver.sink import SinkJob
+    from lakesink.runtime.runs import RunRecorder
 
     if config is None:
         raise InvalidArgumentError("run() needs a config: a SinkConfig, a dict or a config file path")
     cfg = as_config(config)
-    with open_engine(cfg, engine, master, spark) as eng:
-        job = SinkJob(eng.spark, cfg, runner=eng.runner)
-        return job.run(once=once, interval_s=interval_s, flush_tail=flush_tail, stop=stop, on_batch=on_batch)
+    with RunRecorder(cfg, log.warning) as recorder:
+        def batch_done(batch: Any) -> None:
+            recorder.add(batch)
+            if on_batch is not None:
+                on_batch(batch)
+
+        with open_engine(cfg, engine, master, spark) as eng:
+            job = SinkJob(eng.spark, cfg, runner=eng.runner)
+            recorder.run_id = job.run_id
+            return job.run(once=once, interval_s=interval_s, flush_tail=flush_tail, stop=stop, on_batch=batch_done)

@@ -127,6 +127,11 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None: ...
 
+    def delete_version(self, key: str, version_id: str) -> None:
+        """Delete one version of ``key`` for good (a versioned bucket keeps it after a plain delete); a store
+        without versions deletes the key."""
+        self.delete(key)
+
     def list_uploads(self, prefix: str = "") -> Iterator[tuple[str, str, float]]:
         """Open multipart uploads under ``prefix``: (key, upload id, initiated epoch seconds)."""
         return iter(())

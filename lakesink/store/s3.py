@@ -190,6 +190,10 @@ class S3Store(ObjectStore):
     def delete(self, key: str) -> None:
         self.call("DeleteObject", key, lambda: self.client.delete_object(Bucket=self.settings.bucket, Key=key))
 
+    def delete_version(self, key: str, version_id: str) -> None:
+        self.call("DeleteObject", key, lambda: self.client.delete_object(Bucket=self.settings.bucket, Key=key,
+                                                                          VersionId=version_id))
+
     def abort_upload(self, key: str, upload_id: str) -> None:
         self.abort_pending(PendingWrite(key, "", 0, upload_id))
 

@@ -2,7 +2,8 @@
 process, SIGKILLed by itself at FAULT: ``none``; ``mid:N`` (in the N-th transaction, once two of its records are
 on the broker, uncommitted); ``between:N`` (right after the N-th commit). SPEC is a JSON file: the sink config
 the objects were archived with, their manifest rows (ManifestRow.to_json), the restore name, destination and
-producer settings, and optional restore_partition keyword ``options``. Prints one JSON line with the result when it finishes."""
+producer settings, optional restore_partition keyword ``options`` and an optional ``router`` ([destination
+partition count, partitioner, partition map]: a routed worker). Prints one JSON line with the result when it finishes."""
 import dataclasses
 import json
 import os
@@ -34,11 +35,16 @@ def main(spec_path: str, fault: str) -> None:
             info["producer"].flush(30)  # the two records are in the log, in an open transaction
             os.kill(os.getpid(), signal.SIGKILL)
 
+    options = dict(spec.get("options", {}))
+    if "router" in spec:  # [destination partition count, partitioner, partition map]: a routed restore's worker
+        from lakesink.executor.partitioning import Router
+
+        options["routers"] = {spec["topic"]: Router.from_options(*spec["router"])}
     result = restore_partition(
         spec["name"], spec["topic"], spec["partition"], objects, open_store(wiring.store_settings(cfg)),
         wiring.value_format(cfg), spec["producer"], keys_format=wiring.keys_format(cfg),
         headers_format=wiring.headers_format(cfg), records_per_txn=spec["records_per_txn"], on_event=on_event,
-        **spec.get("options", {}))
+        **options)
     print(json.dumps({k: v for k, v in dataclasses.asdict(result).items() if k != "events"}), flush=True)
 
 

@@ -79,9 +79,23 @@ def test_the_notebook_api_takes_an_engine(spark, kafka, s3, bucket, topic_name, 
     assert (spark_jobs == 0) if engine == "local" else (spark_jobs > 0)
     assert [r.records for r in results] == [40] and results[0].committed
     check_chains(manifest_rows(spark, SinkConfig.from_dict(cfg)), {(topic_name, 0): 20, (topic_name, 1): 20})
+    # the notebook API records its runs as `lakesink sink` does: status sees them
+    [row] = runs_of(SinkConfig.from_dict(cfg))
+    assert (row.command, row.outcome, row.exit_code, row.batches, row.records) == ("sink", "OK", 0, 1, 40)
+    assert row.run_id == results[0].run_id
+
+
+def runs_of(cfg: SinkConfig) -> list:
+    from lakesink import wiring
+    from lakesink.manifest.runs import RunsTable, runs_location
+
+    return RunsTable(runs_location(cfg.manifest_location), wiring.s3_settings(cfg)).last(cfg.name)
 
 
 def test_an_unknown_engine_is_refused(spark, kafka, s3, bucket, topic_name):
     cfg = base_config(kafka, s3, bucket, topic_name)
     with pytest.raises(LakesinkError, match="expected one of auto, spark, local"):
         lakesink.run(spark, cfg, engine="processes")
+    # a run that failed is remembered with its exit code and line, as the CLI's are
+    [row] = runs_of(SinkConfig.from_dict(cfg))
+    assert (row.outcome, row.exit_code, row.batches) == ("FAILED", 2, 0) and "expected one of" in row.error

@@ -103,7 +103,8 @@ def test_store_unusable_fails_cleanly_then_archives_exactly_once(spark, kafka, s
     # the Spark engine reaches the manifest through the session's S3A settings: the upload fails instead
     with pytest.raises(BatchFailedError, match=rf"s3://{archive_bucket}/topics/{topic_name}/.*(Could not connect|connect)"):
         SinkJob(spark, dataclasses.replace(unreachable, manifest_engine="spark")).run_batch()
-    assert manifest_rows(spark, unreachable) == []
+    # read back through the session's (working) S3A settings: the job's own endpoint is the dead one
+    assert manifest_rows(spark, dataclasses.replace(unreachable, manifest_engine="spark")) == []
 
     cfg = _cfg(kafka, s3, bucket, topic_name, **{"s3.bucket.name": archive_bucket})
     assert cfg.name == unreachable.name

@@ -61,9 +61,21 @@ def jobs(spark, kafka, s3, tmp_path_factory):
             "file_a": write_config(d, raw_a, "a.json"), "manifest": raw_a["manifest.location"]}
 
 
-def run(spark, jobs, n: int, all_jobs: bool = False) -> list[dict]:
+@pytest.fixture
+def sessions(spark, jobs):
+    """A Spark SqlSession per scope (``lakesink sql --file`` on Spark), for one test: the views registered once per
+    test (temp views are the Spark session's: another test's registration replaces them), not per query."""
+    from lakesink.driver.sql import SqlSession
+
+    opened = {scope: SqlSession(jobs["a"], engine="spark", spark=spark, all_jobs=scope) for scope in (False, True)}
+    yield opened
+    for session in opened.values():
+        session.close()
+
+
+def run(sessions, jobs, n: int, all_jobs: bool = False) -> list[dict]:
     sql = doc_queries()[n][1].replace("'orders'", f"'{jobs['ta']}'")
-    res = run_query(spark, jobs["a"], sql, limit=None, **wide(all_jobs))
+    (res,) = sessions[all_jobs].run(sql, None)
     return [dict(zip(res.columns, r)) for r in res.rows]
 
 
@@ -105,48 +117,48 @@ def test_python_api_register_views_is_scoped_and_widens(spark, jobs):
                         all_jobs=True).collect()[0]["n"] == 2
 
 
-def test_every_doc_query_answers_for_job_a_alone(spark, jobs):
+def test_every_doc_query_answers_for_job_a_alone(sessions, jobs):
     ta, name_a = jobs["ta"], jobs["a"].name
-    day = run(spark, jobs, 1)
+    day = run(sessions, jobs, 1)
     assert {r["topic"] for r in day} == {ta} and sum(r["records"] for r in day) == A_RECORDS
-    holder = run(spark, jobs, 2)
+    holder = run(sessions, jobs, 2)
     assert len(holder) == 1 and f"/topics/{ta}/" in holder[0]["uri"]
-    largest = run(spark, jobs, 3)
+    largest = run(sessions, jobs, 3)
     assert len(largest) == 4 and all(f"/topics/{ta}/" in r["uri"] for r in largest)
-    assert {r["topic"] for r in run(spark, jobs, 4)} == {ta}
-    history = run(spark, jobs, 5)
+    assert {r["topic"] for r in run(sessions, jobs, 4)} == {ta}
+    history = run(sessions, jobs, 5)
     assert [(r["topic"], r["records"]) for r in history] == [(ta, A_RECORDS)]
-    offsets = run(spark, jobs, 6)
+    offsets = run(sessions, jobs, 6)
     assert {(r["job"], r["topic"], r["kafka_partition"]): r["next_offset"] for r in offsets} == {
         (name_a, ta, 0): 5, (name_a, ta, 1): 5}
-    assert run(spark, jobs, 7) == []  # B's gaps are not A's
-    proof = run(spark, jobs, 8)
+    assert run(sessions, jobs, 7) == []  # B's gaps are not A's
+    proof = run(sessions, jobs, 8)
     assert [(r["job"], r["kafka_partition"]) for r in proof] == [(name_a, 0), (name_a, 1)]
     assert all(r["offsets_expected"] == r["offsets_accounted"] == r["next_offset"] == 5 for r in proof), proof
-    lag = run(spark, jobs, 9)
+    lag = run(sessions, jobs, 9)
     assert {(r["topic"], r["kafka_partition"]): r["lag_records"] for r in lag} == {(ta, 0): 3, (ta, 1): 0}
-    hours = run(spark, jobs, 10)
+    hours = run(sessions, jobs, 10)
     assert {r["topic"] for r in hours} == {ta} and sum(r["records"] for r in hours) == A_RECORDS
 
 
-def test_every_doc_query_with_all_jobs_answers_for_both(spark, jobs):
+def test_every_doc_query_with_all_jobs_answers_for_both(sessions, jobs):
     ta, tb, total = jobs["ta"], jobs["tb"], A_RECORDS + jobs["b_records"]
-    day = run(spark, jobs, 1, True)
+    day = run(sessions, jobs, 1, True)
     assert {r["topic"] for r in day} == {ta, tb} and sum(r["records"] for r in day) == total
-    assert len(run(spark, jobs, 2, True)) == 1  # the query names TA's partition 0
-    assert {r["uri"].split("/topics/")[1].split("/")[0] for r in run(spark, jobs, 3, True)} == {ta, tb}
-    assert {r["topic"] for r in run(spark, jobs, 4, True)} == {ta, tb}
-    assert {(r["topic"], r["records"]) for r in run(spark, jobs, 5, True)} == {(ta, A_RECORDS),
+    assert len(run(sessions, jobs, 2, True)) == 1  # the query names TA's partition 0
+    assert {r["uri"].split("/topics/")[1].split("/")[0] for r in run(sessions, jobs, 3, True)} == {ta, tb}
+    assert {r["topic"] for r in run(sessions, jobs, 4, True)} == {ta, tb}
+    assert {(r["topic"], r["records"]) for r in run(sessions, jobs, 5, True)} == {(ta, A_RECORDS),
                                                                                (tb, jobs["b_records"])}
-    assert {r["job"] for r in run(spark, jobs, 6, True)} == {jobs["a"].name, jobs["b"].name}
-    gaps = run(spark, jobs, 7, True)
+    assert {r["job"] for r in run(sessions, jobs, 6, True)} == {jobs["a"].name, jobs["b"].name}
+    gaps = run(sessions, jobs, 7, True)
     assert gaps and {r["topic"] for r in gaps} == {tb}
-    proof = run(spark, jobs, 8, True)
+    proof = run(sessions, jobs, 8, True)
     assert {r["job"] for r in proof} == {jobs["a"].name, jobs["b"].name}
     assert all(r["offsets_expected"] == r["offsets_accounted"] == r["next_offset"] for r in proof), proof
     # lag asks the broker for the config's topics only: still A's
-    assert {r["topic"] for r in run(spark, jobs, 9, True)} == {ta}
-    assert sum(r["records"] for r in run(spark, jobs, 10, True)) == total
+    assert {r["topic"] for r in run(sessions, jobs, 9, True)} == {ta}
+    assert sum(r["records"] for r in run(sessions, jobs, 10, True)) == total
 
 
 def test_cli_sql_all_jobs_flag(spark, jobs, capsys):

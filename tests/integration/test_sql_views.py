@@ -143,11 +143,33 @@ def test_doc_queries_6_to_10_offsets_gaps_lag(spark, archive, engine):
     assert sum(r["records"] for r in hours) == sum(archive["committed"].values())
 
 
+def test_one_session_registers_the_views_once_on_spark(spark, archive, monkeypatch):
+    """Several statements in one Spark SqlSession (``lakesink sql --file``, the interactive prompt) register the
+    views once, and again only when a later statement first needs the broker's end offsets; the answers are the
+    DuckDB route's."""
+    import lakesink.driver.sql as sqlmod
+
+    calls = []
+    real = sqlmod.register_views
+    monkeypatch.setattr(sqlmod, "register_views", lambda *a, **k: calls.append(k["with_lag"]) or real(*a, **k))
+    text = "SELECT count(*) AS n FROM objects; SELECT sum(record_count) AS r FROM manifest WHERE kind = 'object'"
+    with sqlmod.SqlSession(archive["cfg"], engine="spark", spark=spark) as session:
+        first = session.run(text, None)
+        assert calls == [False]
+        later = session.run("SELECT count(*) AS n FROM objects; SELECT count(*) AS p FROM lag", None)
+        assert calls == [False, True]
+        session.run("SELECT count(*) AS n FROM lag", None)
+        assert calls == [False, True]
+    duck = sqlmod.run_queries(archive["cfg"], text + "; SELECT count(*) AS p FROM lag", engine="duckdb", limit=None)
+    assert [r.rows for r in first + later[1:]] == [r.rows for r in duck]
+    assert later[0].rows == first[0].rows
+
+
 def test_python_api_registers_views_in_the_session(spark, archive):
     import lakesink
 
     names = lakesink.register_views(spark, archive["cfg"], with_lag=False)
-    assert names == ["manifest", "committed_offsets", "objects", "schema_history", "gaps", "metrics"]
+    assert names == ["manifest", "committed_offsets", "objects", "schema_history", "gaps", "erasures", "metrics"]
     assert spark.sql("SELECT count(*) FROM metrics").collect()[0][0] == 3  # the fixture's three batches
     assert spark.sql("SELECT count(*) FROM objects").collect()[0][0] >= 6
     df = lakesink.sql(spark, archive["cfg"], "SELECT sum(lag_records) AS n FROM lag")

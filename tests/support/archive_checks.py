@@ -61,7 +61,38 @@ def base_config(kafka, s3, bucket: str, topic: str, **over) -> dict:
     return cfg
 
 
+class Row(dict):
+    """A manifest row read by delta-rs, with a Spark Row's attribute access (``r.kind``, ``r.side_files[0].view``)
+    and ``asDict()``; timestamps naive UTC as Spark's ``collect()`` gives them here."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def asDict(self, recursive: bool = False) -> dict:  # noqa: N802 - Spark's name
+        return dict(self)
+
+    @classmethod
+    def of(cls, value):
+        import datetime as dt
+
+        if isinstance(value, dict):
+            return cls({k: cls.of(v) for k, v in value.items()})
+        if isinstance(value, list):
+            return [cls.of(v) for v in value]
+        if isinstance(value, dt.datetime) and value.tzinfo is not None:
+            return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value
+
+
 def manifest_rows(spark, cfg) -> list:
+    """The job's manifest rows. A path manifest written by delta-rs is read by delta-rs (a test's check should not
+    cost a Spark job: ~100 calls across the suite); a Spark-engine or catalog manifest through Spark."""
+    if cfg.manifest_engine == "delta-rs":
+        table = wiring.manifest(cfg)
+        return [Row.of(r) for r in table.arrow(job=cfg.name).to_pylist()] if table.exists() else []
     from pyspark.sql import functions as F
 
     return Manifest(spark, cfg.manifest_location).df().where(F.col("job") == cfg.name).collect()

@@ -18,7 +18,7 @@ def test_only_queries_naming_lag_or_end_offsets_need_the_broker():
     assert needs_broker("SELECT * FROM end_offsets")
     assert not needs_broker("SELECT lag_records FROM objects")  # a column name, not the view
     assert not needs_broker("SELECT * FROM committed_offsets")
-    assert list(VIEWS) == ["committed_offsets", "objects", "schema_history", "gaps", "lag"]
+    assert list(VIEWS) == ["committed_offsets", "objects", "schema_history", "gaps", "erasures", "lag"]
 
 
 def test_partition_progress_takes_the_highest_range_end_and_latest_commit_of_the_job():
