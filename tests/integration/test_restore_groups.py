@@ -65,7 +65,9 @@ def consume_committed(kafka, group: str, topic: str, partitions=(0, 1), commit: 
                 if m.error():
                     if m.error().code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                                             KafkaError.COORDINATOR_NOT_AVAILABLE):
-                        continue  # a fresh broker's group coordinator is still loading: the consumer retries
+                        time.sleep(0.5)  # a fresh broker's group coordinator is still loading: fetch again
+                        c.assign([TopicPartition(topic, p)])
+                        continue
                     assert m.error().code() == KafkaError._PARTITION_EOF, m.error().str()
                     break
                 out[p].append(m.value())
