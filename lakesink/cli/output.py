@@ -186,6 +186,7 @@ class TextOutput(Output):
             self._p(f"{label}: {rep.produced} record(s) produced, {rep.skipped} already restored, {left}"
                     f"{count}, {rep.seconds:.1f}s (progress in group {rep.group!r})")
         self._p(*(f"  schema copied: {c}" for c in getattr(rep, "schema_copies", None) or ()))
+        self._p(*(f"  consumer group {c}" for c in getattr(rep, "groups", None) or ()))
         self._p(*(f"  routing: {line}" for line in getattr(rep, "routing", None) or ()))
 
     def schema_history(self, r: SchemaHistoryResult) -> None:
@@ -388,6 +389,8 @@ def restore_dict(r: RestoreResult) -> dict:
             "records": rep.records, "records_exact": rep.exact, "bytes": rep.bytes, "produced": rep.produced,
             "skipped": rep.skipped, "mode": rep.mode, "superseded": rep.superseded,
             "tombstones_dropped": rep.tombstones_dropped, "schema_copies": list(rep.schema_copies),
+            "groups": list(getattr(rep, "groups", None) or ()),
+            "seconds": round(rep.seconds, 3),
             "seconds": round(rep.seconds, 3), "routing": list(getattr(rep, "routing", None) or ()),
             "partitions": _plain(rep.partitions)}
 

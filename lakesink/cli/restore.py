@@ -66,6 +66,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="subject the copied schemas are registered under: topic (default: TopicNameStrategy on the "
                         "destination topic, <topic>-value / <topic>-key) or source (the subjects the source "
                         "registry has them under)")
+    p.add_argument("--groups", default=None, metavar="G1,G2",
+                   help="consumer groups to place on the destination: each group's archived committed offset (the "
+                        "sink's consumer.groups) becomes the offset of the first restored record it had not "
+                        "consumed, committed in the restore's transactions, only while the group has no members")
+    p.add_argument("--groups-regex", default=None, metavar="REGEX",
+                   help="also every archived group this regular expression matches (with --groups: the union)")
     p.add_argument("--master", default=None, help="Spark master for a local run")
     p.add_argument("--engine", choices=("auto", "spark", "local"), default="auto",
                    help="what runs the restore's tasks: auto (default) = local worker processes (no JVM) for a path "
@@ -123,7 +129,8 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
                          runner=eng.runner, target_registry=target,
                          target_subject_strategy=args.target_subject_strategy,
                          target_registry_roles=args.target_registry_ids, partitioner=args.partitioner,
-                         partition_map=args.partition_map, on_progress=display)
+                         partition_map=args.partition_map, groups=args.groups, groups_regex=args.groups_regex,
+                         on_progress=display)
     return RestoreResult(report=report)
 
 

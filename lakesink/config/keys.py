@@ -272,6 +272,9 @@ KEYS: tuple[Key, ...] = (
     Key("transforms.sql", "transforms_sql", as_str, None),
     Key("transforms.python", "transforms_python", as_str, None),
     Key("metrics.location", "metrics_location", as_str, None),
+    # consumer groups whose committed offsets each batch records (lakesink.manifest.groups; restore --groups)
+    Key("consumer.groups", "consumer_groups", as_list, ()),
+    Key("consumer.groups.regex", "consumer_groups_regex", as_str, None),
     # dead letters (Connect's names; lakesink.executor.deadletter): records whose key or value cannot be decoded
     Key("errors.tolerance", "errors_tolerance", _enum("none", "all", ci=True), "none"),
     Key("errors.deadletterqueue.topic.name", "dlq_topic", as_str, None),

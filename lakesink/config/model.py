@@ -93,6 +93,8 @@ class SinkConfig:
     transforms_sql: str | None = None      # lakesink.transforms: a DuckDB query / filter over each record batch
     transforms_python: str | None = None   # lakesink.transforms: package.module:function of one record
     metrics_location: str | None = None    # lakesink.manifest.metrics: default <manifest.location>_metrics
+    consumer_groups: tuple[str, ...] = ()  # lakesink.manifest.groups: groups whose offsets each batch records
+    consumer_groups_regex: str | None = None  # ... and every group it matches (the union of both)
     archive_retention_ms: int = -1         # lakesink expire's default age limit (Kafka's retention.ms); -1: none
     errors_tolerance: str = "none"         # none: a record that does not decode fails the batch | all: dead letter
     dlq_topic: str | None = None           # errors.deadletterqueue.topic.name (required by errors.tolerance=all)

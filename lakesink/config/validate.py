@@ -484,6 +484,21 @@ def check_dead_letters(vals: dict[str, Any], topics: tuple[str, ...], regex: str
                      "decoded fails the batch)")
 
 
+def check_consumer_groups(vals: dict[str, Any], problem: Problems) -> None:
+    """``consumer.groups``: group ids (any characters Kafka allows but ``,``, at most 255); ``consumer.groups.regex``:
+    a regular expression matched against the whole group id. Both may be set: the groups recorded are the union.
+    lakesink's own groups (``lakesink-*``: the sink's clients, restore progress) are never recorded."""
+    for g in vals.get("consumer_groups") or ():
+        if not g or len(g) > 255 or any(c.isspace() for c in g):
+            problem("consumer.groups", g, "is not a consumer group id (1..255 characters, no whitespace)")
+    regex = vals.get("consumer_groups_regex") or None
+    if regex:
+        try:
+            re.compile(regex)
+        except re.error as e:
+            problem("consumer.groups.regex", regex, f"invalid regular expression: {e}")
+
+
 def _fullmatch(regex: str, topic: str) -> bool:
     try:
         return re.fullmatch(regex, topic) is not None
@@ -523,6 +538,7 @@ def build_values(flat: dict[str, Any], source: str | None, job_name: str | None)
 
     check_transforms(vals, problem)
     check_dead_letters(vals, topics, regex, problem)
+    check_consumer_groups(vals, problem)
     manifest, metrics = check_locations(vals, problem)  # one path-or-catalog rule; relative paths resolved here
     engine = manifest_engine(vals["manifest_engine"], manifest, problem)
     check_layout(vals, topics, regex, ddelim, manifest, metrics, problem)
@@ -563,6 +579,7 @@ def build_values(flat: dict[str, Any], source: str | None, job_name: str | None)
         offsets_on_data_loss=vals["offsets_on_data_loss"].lower(),
         transforms_sql=vals["transforms_sql"] or None, transforms_python=vals["transforms_python"] or None,
         metrics_location=vals["metrics_location"] or None,
+        consumer_groups=tuple(vals["consumer_groups"]), consumer_groups_regex=vals["consumer_groups_regex"] or None,
         archive_retention_ms=vals["archive_retention_ms"],
         errors_tolerance=vals["errors_tolerance"].lower(), dlq_topic=vals["dlq_topic"] or None,
         dlq_context_headers=vals["dlq_context_headers"],

@@ -125,6 +125,8 @@ class RestoreReport:
     drop_tombstones: bool = False
     #: with a target registry: one line per schema copied (``value id 3 -> 12 under orders-value (AVRO)``)
     schema_copies: list[str] = field(default_factory=list)
+    #: with groups: one line per consumer group and partition (the plan, or where the run placed it)
+    groups: list[str] = field(default_factory=list)
     #: a routed restore: one line per destination topic saying how records are routed there
     routing: list[str] = field(default_factory=list)
 
@@ -417,7 +419,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             runner: Any = None, latest_per_key: bool = False, drop_tombstones: bool = False,
             target_registry: Any = None, target_subject_strategy: str = "topic",
             target_registry_roles: Any = None, partitioner: str | None = None,
-            partition_map: Any = None, on_progress: Any = None) -> RestoreReport:
+            partition_map: Any = None, groups: Any = None, groups_regex: str | None = None,
+            on_progress: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -440,6 +443,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     records keep their source partition number modulo the destination's count) or ``partition_map`` (``"0=3,1=3"``,
     a dict or a PartitionMap): restore into a destination with another partition count (see the module
     docstring); a dry run then reads the destination's partition count too.
+    ``groups`` (names, or a comma list) / ``groups_regex``: consumer groups whose archived offsets (the sink's
+    ``consumer.groups``) are placed on the destination, each at the first restored record it had not consumed, in
+    the restore's transactions (:mod:`lakesink.driver.restore_groups`); not with a routed restore (for now).
     ``on_progress``: called with a :class:`lakesink.runners.progress.Progress` while the tasks run (records
     produced so far of the records the restore reads, ``label`` ``restore``; a CLI display)."""
     t0 = time.monotonic()
@@ -485,6 +491,17 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         check_keys_stored([o for _p, objs in planned for o in objs])
     _check_feedback(None if hasattr(manifest, "arrow") else session(), cfg, manifest,
                     {p.topic for p in report.partitions}, force)
+    targets = None
+    if groups or groups_regex is not None:
+        from lakesink.driver import restore_groups as rg
+
+        if routed:
+            raise InvalidArgumentError("--groups with --partitioner / --partition-map is not supported yet: a group's "
+                                       "position is one offset per destination partition, and a routed source "
+                                       "partition reaches several")
+        targets = rg.group_targets(cfg, *rg.parse_groups(groups, groups_regex), planned, wiring.s3_settings(cfg),
+                                   session)
+        report.groups = rg.plan_lines(targets, planned)
     if not report.partitions or (dry_run and not routed):
         report.seconds = time.monotonic() - t0
         return report
@@ -514,6 +531,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     _check_destinations(admin, report.partitions, timeout_s)
     for g in sorted({p.group for p in report.partitions if p.group}) if routed else [report.group]:
         check_group_idle(admin, g, timeout_s)
+    if targets is not None:
+        rg.check_groups_idle(admin, targets, timeout_s)
     to_read = [o for _p, objs in planned for o in objs]
     if routed and not again:
         to_read = _routed_checks(admin, report, planned, routers, cut, timeout_s)
@@ -552,6 +571,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         options["routers"] = routers
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
+    if targets is not None:
+        options["groups"] = targets
     if runner is None:
         from lakesink.runners.spark import SparkRunner
 
@@ -576,6 +597,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         p.produced, p.transactions = res["produced"], res["transactions"]
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]
         p.skipped, p.superseded, p.tombstones_dropped = res["skipped"], res["superseded"], res["tombstones_dropped"]
+        if targets is not None:
+            report.groups = [ln for ln in report.groups if not ln.startswith(tuple(
+                f"{w.group}: {p.source_topic}-{p.source_partition} " for w in
+                targets.for_source(p.source_topic, p.source_partition)))] + rg.result_lines(p, res.get("groups", []))
     report.seconds = time.monotonic() - t0
     return report
 

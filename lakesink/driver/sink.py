@@ -79,6 +79,9 @@ class SinkJob:
         self.parts = wiring.task_parts(cfg)
         self.store = open_store(self.parts.store)
         self.hooks = hooks or NO_HOOKS
+        from lakesink.driver.group_offsets import GroupCapture  # consumer.groups: offsets recorded after each batch
+
+        self.groups = GroupCapture(cfg, wiring.s3_settings(cfg), lambda: self.spark) if GroupCapture.wanted(cfg) else None
         #: End offsets a --once --flush-tail run archives up to (set after its first batch; None: no cap)
         self._targets: dict[tuple[str, int], int] | None = None
         self._seen_latest: dict[tuple[str, int], int] = {}
@@ -308,6 +311,8 @@ class SinkJob:
 
             result.metrics_warning = write_batch_metrics(self.cfg, result, wiring.s3_settings(self.cfg),
                                                          lambda: self.spark)
+        if self.groups is not None:  # after the commit, best effort (lakesink.driver.group_offsets)
+            self.groups.record(batch_id, self.run_id, bool(rows))
         return result
 
     def _resolve_pending(self, produced: list[ArchivedRow]) -> list[ManifestRow]:

@@ -6,7 +6,8 @@ CLI. The broker is contacted only when ``lag`` (or ``end_offsets``) is registere
 manifest alone work with the broker down.
 
 Every name shows the config's job only: the ``manifest`` view is the manifest's rows of ``job = <config name>``
-(several jobs may share one manifest) and every view reads it; ``metrics`` is filtered the same way.
+(several jobs may share one manifest) and every view reads it; ``metrics`` and ``consumer_groups`` (the groups
+table, :mod:`lakesink.manifest.groups`) are filtered the same way.
 ``all_jobs=True`` (``lakesink sql --all-jobs``) shows every job's rows; ``lag`` stays the config's job's (its
 end offsets are the config's topics on the config's broker).
 
@@ -17,13 +18,15 @@ only, over these names only, so a query cannot read another job's table, a path 
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakesink.driver.archive import manifest_frame, query_error_line, resolve_source
 from lakesink.errors import ArchiveQueryError, InvalidArgumentError
 from lakesink.manifest.queries import orders_rows, query_statements
-from lakesink.manifest.views import END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, METRICS, VIEWS, needs_broker
+from lakesink.manifest.views import (CONSUMER_GROUPS, END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, METRICS, VIEWS,
+                                     needs_broker)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -35,7 +38,7 @@ __all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_quer
 
 DEFAULT_LIMIT = 1000
 #: What a query may read, on either engine.
-QUERY_NAMES = (MANIFEST, END_OFFSETS, METRICS, *VIEWS)
+QUERY_NAMES = (MANIFEST, END_OFFSETS, METRICS, CONSUMER_GROUPS, *VIEWS)
 #: ``lakesink sql --engine``: auto = DuckDB for a path manifest, Spark for a catalog one.
 ENGINES = ("auto", "duckdb", "spark")
 
@@ -93,6 +96,8 @@ def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: An
     if cfg is not None:
         register_metrics(spark, cfg, all_jobs=all_jobs)
         names.append(METRICS)
+        register_groups(spark, cfg, all_jobs=all_jobs)
+        names.append(CONSUMER_GROUPS)
     return names
 
 
@@ -117,6 +122,42 @@ def register_metrics(spark: "SparkSession", cfg: "SinkConfig", *, all_jobs: bool
                                                              str(e).splitlines()[0] if str(e) else type(e).__name__)
     frame = frame if frame is not None else spark.createDataFrame([], metrics_ddl())
     (frame if all_jobs else frame.where(F.col("job") == cfg.name)).createOrReplaceTempView(METRICS)
+
+
+def register_groups(spark: "SparkSession", cfg: "SinkConfig", *, all_jobs: bool = False) -> None:
+    """The consumer-groups table (:mod:`lakesink.manifest.groups`) as the view ``consumer_groups``, as
+    :func:`register_metrics` does the metrics table (empty when not written yet or unreadable)."""
+    from pyspark.sql import functions as F
+
+    from lakesink import wiring
+    from lakesink.manifest.groups import GroupsTable, groups_ddl, groups_location
+
+    loc = groups_location(cfg.manifest_location)
+    try:
+        frame = GroupsTable(loc, wiring.s3_settings(cfg), spark).frame(spark)
+    except Exception as e:  # noqa: BLE001 - the manifest's views must not depend on it
+        logging.getLogger("lakesink.driver.sql").warning("consumer groups table %s not readable: %s", loc,
+                                                         str(e).splitlines()[0] if str(e) else type(e).__name__)
+        frame = spark.createDataFrame([], groups_ddl())
+    (frame if all_jobs else frame.where(F.col("job") == cfg.name)).createOrReplaceTempView(CONSUMER_GROUPS)
+
+
+def _groups_arrow(cfg: "SinkConfig", all_jobs: bool):
+    """The consumer-groups table as Arrow for the DuckDB route (empty when not written yet or unreadable)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakesink import wiring
+    from lakesink.manifest.groups import GroupsTable, arrow_schema, groups_location
+
+    loc = groups_location(cfg.manifest_location)
+    try:
+        table = GroupsTable(loc, wiring.s3_settings(cfg)).arrow()
+    except Exception as e:  # noqa: BLE001 - as on the Spark route
+        logging.getLogger("lakesink.driver.sql").warning("consumer groups table %s not readable: %s", loc,
+                                                         str(e).splitlines()[0] if str(e) else type(e).__name__)
+        table = pa.Table.from_batches([], schema=arrow_schema())
+    return table if all_jobs or not table.num_rows else table.filter(pc.equal(table["job"], cfg.name))
 
 
 def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
@@ -217,6 +258,7 @@ def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = T
 
         metrics = metrics.filter(pc.equal(metrics["job"], cfg.name))
     tables[METRICS] = metrics
+    tables[CONSUMER_GROUPS] = _groups_arrow(cfg, all_jobs)
     if with_lag:
         topics = {t for j, t in zip(rows["job"].to_pylist(), rows["topic"].to_pylist()) if j == cfg.name}
         schema = pa.schema([(END_OFFSET_COLUMNS[0], pa.string()), (END_OFFSET_COLUMNS[1], pa.string()),

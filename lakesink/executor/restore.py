@@ -83,7 +83,8 @@ _PRODUCER_ONLY = {"transactional.id", "enable.idempotence", "acks", "request.req
                   "queue.buffering.max.ms", "batch.size", "batch.num.messages", "compression.type",
                   "compression.codec", "transaction.timeout.ms", "message.timeout.ms", "delivery.timeout.ms",
                   "queue.buffering.max.messages", "queue.buffering.max.kbytes", "retries",
-                  "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms"}
+                  "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms",
+                  "delivery.report.only.error"}
 
 
 
@@ -154,6 +155,8 @@ class RestoreResult:
     bytes: int = 0
     seconds: float = 0.0
     events: list[str] = field(default_factory=list)
+    #: with ``groups``: per consumer group, where it was placed (:meth:`lakesink.executor.groups.GroupCommitter.report`)
+    groups: list[dict] = field(default_factory=list)
 
 
 def transactional_producer_config(conf: Mapping[str, Any], tid: str) -> dict[str, Any]:
@@ -244,7 +247,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
-                      routers: Mapping[str, Any] | None = None,
+                      routers: Mapping[str, Any] | None = None, groups: Any = None,
                       on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
@@ -263,6 +266,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``routers``: destination topic -> :class:`~lakesink.executor.partitioning.Router`; when ``topic`` has one,
     ``partition`` is ignored and each record goes to the partition the router gives it (see "Another partition
     count" in the module docstring).
+    ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on the destination
+    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; not routed).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -291,6 +296,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
         tid = routed_transactional_id(name, topic, src_topic, src_part)
         slots = router.destinations(src_part)  # every slot of the group gets the same progress
     conf = dict(producer_config)
+    if groups is not None:  # group offsets come from delivery reports
+        conf["delivery.report.only.error"] = False
     admin = AdminClient(_client_conf(conf))
     check_group_idle(admin, group, timeout_s)
     meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -306,7 +313,12 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, tid, group, timeout_s)
+    hook = None
     try:
+        if groups is not None:
+            if router is not None:
+                raise InvalidArgumentError("consumer groups cannot be placed by a routed restore (yet)")
+            hook = groups.committer(src_topic, src_part, topic, partition, _client_conf(conf), admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
             # committed), so the progress read next is the last that committed
@@ -330,16 +342,21 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     f"to produce them again (duplicates)")
         group_md = txn.consumer.consumer_group_metadata()
 
-        def commit(upto: int) -> None:
+        def commit(upto: int, final: bool = False) -> None:
             """Commit the open transaction with the progress: everything selected up to offset ``upto``."""
             nonlocal coverage, mine
             now = mine.add(run_lo, upto, window, list(holes), selected)
             updated = coverage.with_source(src_topic, src_part, now)
             offset, md = updated.encode()
-            if not txn.open and updated == coverage:
+            if not txn.open and updated == coverage and not (hook is not None and hook.due(final)):
                 return  # nothing new: no transaction
             txn.begin()
             try:
+                if hook is not None:  # consumer groups, in the transaction of the records they point at or past
+                    txn.producer.flush(timeout_s)
+                    for gmd, tps in hook.offsets(final, lambda: txn.consumer.get_watermark_offsets(
+                            TopicPartition(topic, partition), timeout_s)[1]):
+                        txn.producer.send_offsets_to_transaction(tps, gmd, timeout_s)
                 txn.producer.send_offsets_to_transaction([TopicPartition(topic, d, offset, md) for d in slots],
                                                          group_md, timeout_s)
                 txn.producer.flush(timeout_s)
@@ -353,6 +370,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 txn.abort()
                 raise
             txn.open = False
+            if hook is not None:
+                hook.committed()
             result.transactions += 1
             result.next_offset = offset
             coverage, mine = updated, now
@@ -436,10 +455,11 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
+                on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery)
                 while True:
                     try:  # timestamp 0 is librdkafka's "now", as for a record without one
                         txn.producer.produce(topic, value=value, key=key, partition=part,
-                                             headers=r.headers or None, on_delivery=txn.on_delivery,
+                                             headers=r.headers or None, on_delivery=on_delivery,
                                              timestamp=r.timestamp or 0)
                         break
                     except BufferError:  # the local queue is full: let deliveries drain it
@@ -472,11 +492,14 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 commit(c_hi if cap is None else min(c_hi, cap))
         if objs:
             end = max(o.last_offset for o in objs)
-            commit(end if cap is None else min(end, cap))
+            commit(end if cap is None else min(end, cap), final=True)
     finally:
         if txn.open:
             txn.abort()
         txn.close()
+        if hook is not None:
+            hook.close()
+            result.groups = hook.report()
         result.seconds = time.monotonic() - t0
     return result
 

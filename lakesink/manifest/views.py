@@ -26,6 +26,8 @@ share one manifest, and :data:`MANIFEST` as registered holds the config's job's 
 * ``lag``: committed offsets against the broker's end offsets, in records and (bounded above) in time.
 * ``metrics``: one row per committed sink batch (records read and archived, bytes, objects, partitions, phase
   seconds): the metrics table next to the manifest (:mod:`lakesink.manifest.metrics`), registered as is.
+* ``consumer_groups``: the committed offsets of the groups ``consumer.groups`` / ``consumer.groups.regex`` name,
+  one row per group, partition and observation (:mod:`lakesink.manifest.groups`), registered as is.
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ MANIFEST = "manifest"
 END_OFFSETS = "end_offsets"
 #: The per-batch metrics table (``metrics.location``), registered under this name beside the views.
 METRICS = "metrics"
+#: The consumer-groups table (``<manifest>_groups``), registered under this name beside the views.
+CONSUMER_GROUPS = "consumer_groups"
 
 #: Why an uncovered part of an object's commit range holds no record.
 UNARCHIVED_REASON = "no archived record in this part of a committed range (transaction markers, compaction, " \

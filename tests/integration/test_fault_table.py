@@ -395,6 +395,14 @@ covered_by("F102", "tests/unit/test_progress_display.py::"
                    "test_a_bad_progress_interval_is_one_line_and_exit_2_before_anything_starts")
 covered_by("F101", "tests/integration/test_expire.py::"
                    "test_sigkill_at_every_point_of_an_expire_then_a_rerun_finishes_it")
+covered_by("F103", "tests/integration/test_restore_groups.py::"
+                   "test_refused_while_the_destination_group_has_members")
+covered_by("F104", "tests/integration/test_restore_groups.py::"
+                   "test_dry_run_plan_and_cli")
+covered_by("F105", "tests/integration/test_restore_groups.py::"
+                   "test_sigkill_then_rerun_places_the_group_once")
+covered_by("F106", "tests/unit/test_consumer_groups_config.py::"
+                   "test_bad_values_name_the_key")
 
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")

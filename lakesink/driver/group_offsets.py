@@ -1,0 +1,94 @@
+"""The sink's capture of consumer-group offsets (``consumer.groups`` / ``consumer.groups.regex``).
+
+After each committed batch, :class:`GroupCapture` reads the committed offsets of the configured groups (the
+named ones and every group the regex matches, the union; lakesink's own ``lakesink-*`` groups never) for the
+partitions of the topics the job archives, with ``AdminClient.list_consumer_group_offsets`` (``require_stable``:
+a transaction's offsets still settling are not taken) and appends them to the groups table
+(:mod:`lakesink.manifest.groups`). A batch that committed nothing records the groups only if their offsets
+moved since this run last recorded them (an idle job polling every 30 s adds no rows). Best effort: a failure is
+a warning line, never a failed batch (the records are committed); see the groups table's docstring for why.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from typing import Any
+
+from lakesink.manifest.groups import GroupOffsetRow, GroupsTable, groups_location
+
+__all__ = ["GroupCapture", "read_group_offsets"]
+
+log = logging.getLogger("lakesink.driver.group_offsets")
+
+
+def read_group_offsets(admin: Any, names: tuple[str, ...], regex: str | None, archived: Any,
+                       timeout_s: float = 30.0) -> dict[tuple[str, str, int], tuple[int, str | None]]:
+    """``{(group, topic, partition): (committed offset, metadata)}`` of the groups ``names`` and those ``regex``
+    fully matches, for the topics ``archived(topic)`` accepts; partitions without a committed offset are left out."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    groups = set(names)
+    if regex:
+        pattern = re.compile(regex)
+        listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
+        groups |= {g.group_id for g in listed.valid if pattern.fullmatch(g.group_id)}
+    groups = {g for g in groups if not g.startswith("lakesink-")}
+    out: dict[tuple[str, str, int], tuple[int, str | None]] = {}
+    for g in sorted(groups):  # one group per request (librdkafka's list_consumer_group_offsets takes one)
+        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], require_stable=True,
+                                                request_timeout=timeout_s)[g].result()
+        for tp in res.topic_partitions:
+            if tp.error is None and tp.offset >= 0 and archived(tp.topic):
+                out[(g, tp.topic, tp.partition)] = (tp.offset, tp.metadata or None)
+    return out
+
+
+class GroupCapture:
+    """Records the configured groups' offsets after each batch of one sink run."""
+
+    def __init__(self, cfg: Any, s3: Any = None, spark: Any = None):
+        self.cfg = cfg
+        self.location = groups_location(cfg.manifest_location)
+        self.table = GroupsTable(self.location, s3, spark)
+        self.last: dict | None = None
+        self._admin = None
+        topics = set(cfg.topics or ())
+        pattern = re.compile(cfg.topics_regex) if cfg.topics_regex else None
+        self.archived = lambda t: t in topics or (pattern is not None and pattern.fullmatch(t) is not None)
+
+    @staticmethod
+    def wanted(cfg: Any) -> bool:
+        return bool(getattr(cfg, "consumer_groups", ()) or getattr(cfg, "consumer_groups_regex", None))
+
+    def admin(self):
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            from lakesink.driver.kafka_admin import client_config
+
+            self._admin = AdminClient(client_config(self.cfg.kafka_options))
+        return self._admin
+
+    def record(self, batch_id: int, run_id: str, committed: bool) -> str | None:
+        """Read and append the groups' offsets; a warning line instead of an exception (None: recorded, or
+        nothing moved since the last record of this run and the batch committed nothing)."""
+        try:
+            seen = read_group_offsets(self.admin(), tuple(self.cfg.consumer_groups), self.cfg.consumer_groups_regex,
+                                      self.archived, self.cfg.kafka_retry_deadline_ms / 1000.0)
+            if not committed and seen == self.last:
+                return None
+            now = dt.datetime.now(dt.timezone.utc)
+            rows = [GroupOffsetRow(self.cfg.name, run_id, batch_id, g, t, p, off, md, now)
+                    for (g, t, p), (off, md) in sorted(seen.items())]
+            if rows:
+                self.table.append(rows)
+            self.last = seen
+        except Exception as e:  # noqa: BLE001 - observability must not fail a committed batch
+            first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            first = re.sub(r"(?<=://)[^@\s/]+@", "******@", first)
+            msg = (f"batch {batch_id}: consumer group offsets not recorded in {self.location}: "
+                   f"{type(e).__name__}: {first[:300]}")
+            log.warning(msg)
+            return msg
+        return None
