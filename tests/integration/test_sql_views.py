@@ -170,7 +170,8 @@ def test_python_api_registers_views_in_the_session(spark, archive):
     import lakesink
 
     names = lakesink.register_views(spark, archive["cfg"], with_lag=False)
-    assert names == ["manifest", "committed_offsets", "objects", "schema_history", "gaps", "erasures", "metrics"]
+    assert names == ["manifest", "committed_offsets", "objects", "schema_history", "gaps", "erasures", "metrics",
+                     "consumer_groups"]
     assert spark.sql("SELECT count(*) FROM metrics").collect()[0][0] == 3  # the fixture's three batches
     assert spark.sql("SELECT count(*) FROM objects").collect()[0][0] >= 6
     df = lakesink.sql(spark, archive["cfg"], "SELECT sum(lag_records) AS n FROM lag")
