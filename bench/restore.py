@@ -15,6 +15,12 @@ manifest on a local path, so the numbers are compute-bound, not moto-bound):
   metadata) vs Spark's own reader over the same value objects (``spark.read.json`` / ``.format("avro")`` /
   ``.text``) ``.count()`` (values only).
 
+* **disaster recovery**, each against the plain restore of the same records in the same run:
+  ``restore(..., latest_per_key=True)`` (``--versions`` records per key, default 10: one in ten produced) and
+  ``restore(..., groups=[GROUP])`` (a consumer group committed at half of each source partition before the
+  archive, recorded by the sink's ``consumer.groups``, placed on the restored topic in the restore's transactions;
+  checked: the group resumes at the record it had not consumed).
+
 A warm-up (a small restore and the baselines on a small topic) loads the JVM classes and Python workers first.
 Ratios = lakesink records/s / baseline records/s. Targets (printed, never asserted): restore >= 1.0x,
 read_archive >= 0.8x. Each timed path runs once (``--repeat`` for best-of).
@@ -35,6 +41,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 PARTITIONS = 4
+#: the consumer group the DR variant places on the restored topic (committed at half of each partition)
+GROUP = "bench-consumers"
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench",
           "fields": [{"name": "order_id", "type": "long"}, {"name": "customer", "type": "string"},
                      {"name": "note", "type": "string"}]}
@@ -59,15 +67,20 @@ def value_maker(fmt: str):
     return make
 
 
-def produce(servers: str, topic: str, n: int, make) -> None:
+def produce(servers: str, topic: str, n: int, make, versions: int = 1) -> None:
+    """``n`` records, partition ``i % 4``, key ``k<i // versions>``... spread so each key stays in one partition:
+    ``versions`` records per key (the latest-per-key restore keeps one of them)."""
     from confluent_kafka import Producer
+
+    distinct = max(PARTITIONS, n // versions // PARTITIONS * PARTITIONS)
 
     p = Producer({"bootstrap.servers": servers, "linger.ms": 50, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 500_000, "enable.idempotence": False, "acks": "1"})
     for i in range(n):
         while True:
             try:
-                p.produce(topic, value=make(i), key=b"k%d" % i, headers=[("i", b"%d" % i)], partition=i % PARTITIONS)
+                p.produce(topic, value=make(i), key=b"k%d" % (i % distinct), headers=[("i", b"%d" % i)],
+                          partition=i % PARTITIONS)
                 break
             except BufferError:
                 p.poll(0.05)
@@ -79,11 +92,48 @@ def produce(servers: str, topic: str, n: int, make) -> None:
 
 def config(fmt: str, name: str, topic: str, servers: str, work: Path, flush_size: int) -> dict:
     cfg = {"name": name, "topics": topic, "format.class": fmt, "flush.size": str(flush_size),
+           "consumer.groups": GROUP,
            "s3.bucket.name": "bench", "store.url": f"file://{work}/store", "manifest.location": f"{work}/manifest",
            "kafka.bootstrap.servers": servers, "store.kafka.keys": "true", "store.kafka.headers": "true"}
     if fmt == "avro":
         cfg["value.schema"] = json.dumps(SCHEMA)
     return cfg
+
+
+def commit_group(servers: str, topic: str, offsets: dict[int, int]) -> None:
+    """Consumer group :data:`GROUP` at ``offsets`` of ``topic`` (what the sink's ``consumer.groups`` records)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": servers, "group.id": GROUP, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    c.close()
+
+
+def committed(servers: str, topic: str) -> dict[int, int]:
+    """:data:`GROUP`'s committed offsets on ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": servers, "group.id": GROUP, "enable.auto.commit": False})
+    got = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    c.close()
+    return {tp.partition: tp.offset for tp in got}
+
+
+def first_headers(servers: str, topic: str, offsets: dict[int, int]) -> dict[int, bytes]:
+    """The ``i`` header of the record at each partition's offset (where a consumer of the group starts)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": servers, "group.id": f"bench-peek-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out = {}
+    for p, o in offsets.items():
+        c.assign([TopicPartition(topic, p, o)])
+        while p not in out:
+            m = c.poll(10)
+            if m is not None and m.error() is None:
+                out[p] = dict(m.headers())["i"]
+    c.close()
+    return out
 
 
 def plain_copy(spark, servers: str, src: str, dest: str, n: int) -> None:
@@ -121,6 +171,8 @@ def main(argv=None) -> int:
     ap.add_argument("--flush-size", type=int, default=50_000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--versions", type=int, default=10,
+                    help="records per key (default 10): what --latest-per-key leaves out")
     a = ap.parse_args(argv)
 
     import lakesink
@@ -146,7 +198,8 @@ def main(argv=None) -> int:
             src = f"bench-src-{phase}-{uuid.uuid4().hex[:6]}"
             kafka.create_topic(src, partitions=PARTITIONS)
             t = time.perf_counter()
-            produce(servers, src, n, make)
+            produce(servers, src, n, make, a.versions)
+            commit_group(servers, src, {p: n // PARTITIONS // 2 for p in range(PARTITIONS)})
             log(f"{phase}: produced {n:,} records to {src} in {time.perf_counter() - t:.1f}s")
             cfg = SinkConfig.from_dict(config(a.format, f"bench-{phase}-{uuid.uuid4().hex[:6]}", src, servers, work,
                                               a.flush_size))
@@ -174,9 +227,28 @@ def main(argv=None) -> int:
             t_read, c1 = timed(lambda: lakesink.read_archive(spark, cfg).count(), a.repeat)
             t_sread, c2 = timed(lambda: spark_read_count(spark, a.format, paths), a.repeat)
             assert c1 == n and c2 == n, (c1, c2, n)
+
+            def latest_once():
+                dest = f"bench-latest-{uuid.uuid4().hex[:6]}"
+                kafka.create_topic(dest, partitions=PARTITIONS)
+                rep = lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True)
+                assert rep.produced == max(PARTITIONS, n // a.versions // PARTITIONS * PARTITIONS), rep.produced
+
+            def groups_once():
+                dest = f"bench-groups-{uuid.uuid4().hex[:6]}"
+                kafka.create_topic(dest, partitions=PARTITIONS)
+                rep = lakesink.restore(spark, cfg, to_topic=dest, groups=[GROUP])
+                assert rep.produced == n, (rep.produced, n)
+                half = n // PARTITIONS // 2  # the group's source offset in each partition: record i = half*4 + p
+                assert first_headers(servers, dest, committed(servers, dest)) == {
+                    p: b"%d" % (half * PARTITIONS + p) for p in range(PARTITIONS)}
+
+            t_latest, _ = timed(latest_once, a.repeat)
+            t_groups, _ = timed(groups_once, a.repeat)
             log(f"{phase}: restore {t_restore:.1f}s, plain Spark copy {t_plain:.1f}s, read_archive().count() "
-                f"{t_read:.1f}s, spark.read {t_sread:.1f}s")
+                f"{t_read:.1f}s, spark.read {t_sread:.1f}s, --latest-per-key {t_latest:.1f}s, --groups {t_groups:.1f}s")
             results = {"records": n, "format": a.format, "objects": len(objects), "restore_s": t_restore,
+                       "latest_s": t_latest, "groups_s": t_groups,
                        "plain_kafka_write_s": t_plain, "read_archive_count_s": t_read, "spark_read_count_s": t_sread}
         n = results["records"]
         print(f"\nrestore of {n:,} {a.format} records ({results['objects']} objects, 4 partitions, local[2], "
@@ -191,6 +263,11 @@ def main(argv=None) -> int:
               f"(target >= 1.0x)")
         print(f"read_archive / spark.read:   {results['spark_read_count_s'] / results['read_archive_count_s']:.2f}x "
               f"(target >= 0.8x)")
+        print(f"restore --latest-per-key ({a.versions} versions per key) / plain restore: "
+              f"{results['latest_s'] / results['restore_s']:.2f}x the time, "
+              f"{n // a.versions:,} of {n:,} records produced")
+        print(f"restore --groups ({GROUP}, at half of each partition) / plain restore: "
+              f"{results['groups_s'] / results['restore_s']:.2f}x the time")
         return 0
     finally:
         if spark is not None:
