@@ -198,5 +198,7 @@ def test_restore_on_spark_lines_without_a_terminal(archived, kafka):
     assert lines and all(ln.total == N for ln in lines), run.text()[-3000:]
     done = [t for t, f in run.frames if ", done, " in f]
     assert done and lines[-1].done == N, run.text()[-3000:]  # the tasks' results: every record produced
-    assert any(ln.eta_s is not None for ln in lines), run.text()[-3000:]
+    # no ETA asserted here: a restore's count moves when a transaction commits (delivered records), and these
+    # 600 records a partition are one transaction each, so the count may jump from 0 to the end in two steps
+    # with no line between that has a rate (make test saw it); the local runs above assert the ETA
     assert f"{N} record(s) produced" in out and "ETA" not in out
