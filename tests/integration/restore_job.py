@@ -2,8 +2,9 @@
 process, SIGKILLed by itself at FAULT: ``none``; ``mid:N`` (in the N-th transaction, once two of its records are
 on the broker, uncommitted); ``between:N`` (right after the N-th commit). SPEC is a JSON file: the sink config
 the objects were archived with, their manifest rows (ManifestRow.to_json), the restore name, destination and
-producer settings, optional restore_partition keyword ``options`` and an optional ``router`` ([destination
-partition count, partitioner, partition map]: a routed worker). Prints one JSON line with the result when it finishes."""
+producer settings, optional restore_partition keyword ``options``, an optional ``router`` ([destination
+partition count, partitioner, partition map]: a routed worker) and optional ``groups`` ([[group, topic, partition,
+offset]]: consumer groups the worker places). Prints one JSON line with the result when it finishes."""
 import dataclasses
 import json
 import os
@@ -40,6 +41,13 @@ def main(spec_path: str, fault: str) -> None:
         from lakesink.executor.partitioning import Router
 
         options["routers"] = {spec["topic"]: Router.from_options(*spec["router"])}
+    if "groups" in spec:  # [[group, topic, partition, source offset]]: consumer groups the worker places
+        from lakesink.executor.groups import GroupOffset, GroupTargets
+
+        targets: dict = {}
+        for g, t, p, off in spec["groups"]:
+            targets.setdefault((t, p), []).append(GroupOffset(g, t, p, off))
+        options["groups"] = GroupTargets({k: tuple(v) for k, v in targets.items()})
     result = restore_partition(
         spec["name"], spec["topic"], spec["partition"], objects, open_store(wiring.store_settings(cfg)),
         wiring.value_format(cfg), spec["producer"], keys_format=wiring.keys_format(cfg),

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+from support.restore_jobs import object_spec_rows, run_restore_job
 from support.archive_checks import base_config, consume, produce, run_cli, write_config
 
 import lakesink
@@ -31,8 +28,6 @@ from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
 from lakesink.errors import RestoreGroupActiveError, RestoreRefusedError
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 N, OLD = 60, 20  # records per partition; the first OLD of each are an hour older
 HALF = {0: 35, 1: 10}  # g-half's committed offsets (partition 1's is before the --from-time cut)
 
@@ -212,22 +207,13 @@ def test_sigkill_then_rerun_places_the_group_once(s3, kafka, archive, tmp_path, 
 
     objs = [ArchivedObject.from_row(r) for r in DeltaRsManifest(cfg.manifest_location, s3.s3_settings())
             .scan(job=cfg.name).to_pylist() if r["kind"] == "object" and r["kafka_partition"] == 0]
-    rows = [{"topic": o.topic, "kafka_partition": o.kafka_partition, "object_key": o.object_key, "etag": o.etag,
-             "version_id": o.version_id, "first_offset": o.first_offset, "last_offset": o.last_offset,
-             "record_count": o.record_count, "side_files": [dict(s) for s in o.side_files], "format": o.format,
-             "compression": o.compression, "size_bytes": o.size_bytes, "schema_id": o.schema_id,
-             "min_timestamp": o.min_timestamp_ms, "max_timestamp": o.max_timestamp_ms} for o in objs]
+    rows = object_spec_rows(objs)
     dest, name = f"{topic}-kill-{uuid.uuid4().hex[:6]}", f"k-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(dest, partitions=1)
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"config": cfg.as_dict(redact=False), "rows": rows, "name": name, "topic": dest,
-                                "partition": 0, "records_per_txn": 5, "groups": [["g-half", topic, 0, 35]],
-                                "producer": {"bootstrap.servers": kafka.bootstrap_servers}}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
 
-    def run(f: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(HERE / "groups_restore_job.py"), str(spec), f], env=env,
-                              capture_output=True, text=True, timeout=300)
+    def run(f: str):
+        return run_restore_job(kafka, tmp_path, cfg, rows, name, dest, f, records_per_txn=5,
+                               groups=[["g-half", topic, 0, 35]])
 
     killed = run(fault)
     assert killed.returncode == -9, killed.stderr[-2000:]
