@@ -446,7 +446,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     docstring); a dry run then reads the destination's partition count too.
     ``groups`` (names, or a comma list) / ``groups_regex``: consumer groups whose archived offsets (the sink's
     ``consumer.groups``) are placed on the destination, each at the first restored record it had not consumed, in
-    the restore's transactions (:mod:`lakesink.driver.restore_groups`); not with a routed restore (for now).
+    the restore's transactions (:mod:`lakesink.driver.restore_groups`); with a routed restore only where no
+    destination partition gets records of two source partitions (each group is placed on every partition its
+    source partition's records reach).
     ``on_progress``: called with a :class:`lakesink.runners.progress.Progress` while the tasks run (records
     produced so far of the records the restore reads, ``label`` ``restore``; a CLI display)."""
     t0 = time.monotonic()
@@ -496,13 +498,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     if groups or groups_regex is not None:
         from lakesink.driver import restore_groups as rg
 
-        if routed:
-            raise InvalidArgumentError("--groups with --partitioner / --partition-map is not supported yet: a group's "
-                                       "position is one offset per destination partition, and a routed source "
-                                       "partition reaches several")
         targets = rg.group_targets(cfg, *rg.parse_groups(groups, groups_regex), planned, wiring.s3_settings(cfg),
                                    session)
-        report.groups = rg.plan_lines(targets, planned)
+        if not routed:
+            report.groups = rg.plan_lines(targets, planned)
     if not report.partitions or (dry_run and not routed):
         report.seconds = time.monotonic() - t0
         return report
@@ -521,6 +520,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             p.group = routed_group(name, p.source_topic, p.source_partition, routers[p.topic].spec)
         report.routing = _routing_lines(routers)
         report.group = routed_group(name, "<source topic>", "<partition>", "<routing>")  # type: ignore[arg-type]
+        if targets is not None:  # a group's position on a partition two sources reach has no single offset
+            rg.check_unmerged(planned, routers)
+            report.groups = rg.plan_lines(targets, planned, routers)
     if dry_run:
         report.seconds = time.monotonic() - t0
         return report

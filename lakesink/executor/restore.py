@@ -266,8 +266,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``routers``: destination topic -> :class:`~lakesink.executor.partitioning.Router`; when ``topic`` has one,
     ``partition`` is ignored and each record goes to the partition the router gives it (see "Another partition
     count" in the module docstring).
-    ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on the destination
-    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; not routed).
+    ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on each destination
+    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; routed: on every
+    partition the router reaches, each at its own first record the group had not consumed).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -315,10 +316,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     txn = _Txn(conf, tid, group, timeout_s)
     hook = None
     try:
-        if groups is not None:
-            if router is not None:
-                raise InvalidArgumentError("consumer groups cannot be placed by a routed restore (yet)")
-            hook = groups.committer(src_topic, src_part, topic, partition, _client_conf(conf), admin, timeout_s)
+        if groups is not None:  # one committer per destination partition this worker produces into
+            hook = groups.committers(src_topic, src_part, topic, slots, _client_conf(conf), admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
             # committed), so the progress read next is the last that committed
@@ -354,8 +353,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             try:
                 if hook is not None:  # consumer groups, in the transaction of the records they point at or past
                     txn.producer.flush(timeout_s)
-                    for gmd, tps in hook.offsets(final, lambda: txn.consumer.get_watermark_offsets(
-                            TopicPartition(topic, partition), timeout_s)[1]):
+                    for gmd, tps in hook.offsets(final, lambda d: txn.consumer.get_watermark_offsets(
+                            TopicPartition(topic, d), timeout_s)[1]):
                         txn.producer.send_offsets_to_transaction(tps, gmd, timeout_s)
                 txn.producer.send_offsets_to_transaction([TopicPartition(topic, d, offset, md) for d in slots],
                                                          group_md, timeout_s)
@@ -455,7 +454,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
-                on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery)
+                on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery, part)
                 while True:
                     try:  # timestamp 0 is librdkafka's "now", as for a record without one
                         txn.producer.produce(topic, value=value, key=key, partition=part,
