@@ -6,6 +6,7 @@ Databricks widgets, and draw the archive's pictures (matplotlib PNGs) from the m
   as a PNG; in plain Python ``DataFrame.show()`` / ``print`` and one line per figure.
 * :func:`widget` / :func:`widgets` -- on Databricks one text widget per parameter (a job's parameters fill them),
   its value converted to the default's type; elsewhere the default, unchanged.
+* :func:`frame` -- one query over the manifest's views as a pandas DataFrame, the fast way (below).
 * The pictures, each from one query over the views ``lakesink sql`` knows (``docs/sql.md``), run by
   :func:`lakesink.driver.sql.run_queries`: DuckDB over the path manifest read by delta-rs (no JVM), Spark for a
   catalog table (pass ``spark=``). Each ``*_chart(config)`` queries and draws; each ``*_figure(rows)`` only draws
@@ -13,7 +14,7 @@ Databricks widgets, and draw the archive's pictures (matplotlib PNGs) from the m
 
   =======================  ==================================================================
   :func:`hourly_chart`     records and bytes per hour of record time, one line per topic
-  :func:`sizes_chart`      the object size distribution (a histogram, log-scaled bins)
+  :func:`sizes_chart`      the object size distribution (a histogram; log-spaced bins over a decade or more)
   :func:`lag_chart`        records waiting per topic-partition (the ``lag`` view: asks the broker)
   :func:`schema_chart`     each value schema version's time span per topic (``schema_history``)
   :func:`coverage_chart`   per topic-partition, the offsets objects hold and the gaps, by kind
@@ -148,9 +149,10 @@ def properties(config: Any, keys: Iterable[str] | None = None) -> str:
 
 # --- widgets ------------------------------------------------------------------------------------------------
 
-def convert(value: str, default: Any) -> Any:
+def convert(value: str, default: Any, name: str = "value") -> Any:
     """A widget's text as the type of ``default``: '' is None when the default is None; bools take
-    true/false/yes/no/1/0; ints and floats parse."""
+    true/false/yes/no/1/0; ints and floats parse. A text that does not is one InvalidArgumentError naming the
+    widget ``name``."""
     from lakesink.errors import InvalidArgumentError
 
     text = value.strip()
@@ -159,14 +161,14 @@ def convert(value: str, default: Any) -> Any:
             return True
         if text.lower() in ("false", "no", "0"):
             return False
-        raise InvalidArgumentError(f"widget value {value!r}: true or false")
+        raise InvalidArgumentError(f"widget {name}={value!r}: true or false (the default is {default})")
     if default is None:
         return text or None
     if isinstance(default, (int, float)):
         try:
             return type(default)(text)
         except ValueError:
-            raise InvalidArgumentError(f"widget value {value!r}: a number ({type(default).__name__})") from None
+            raise InvalidArgumentError(f"widget {name}={value!r}: not a number (the default is {default})") from None
     return value
 
 
@@ -178,7 +180,7 @@ def widget(name: str, default: Any = None, label: str | None = None) -> Any:
         return default
     text = "" if default is None else (str(default).lower() if isinstance(default, bool) else str(default))
     dbutils.widgets.text(name, text, label or name)
-    return convert(dbutils.widgets.get(name), default)
+    return convert(dbutils.widgets.get(name), default, name)
 
 
 def widgets(namespace: dict, names: Iterable[str]) -> dict:
@@ -209,6 +211,19 @@ def require_matplotlib() -> None:
 
         raise NotInstalledError("lakesink.notebook's charts need matplotlib, which is not installed: "
                                 "pip install 'lakesink[notebooks]'")
+
+
+def frame(config: Any, sql: str, *, spark: Any = None) -> Any:
+    """The rows of one query over the manifest's views as a pandas DataFrame, by the route ``lakesink sql`` takes:
+    DuckDB over a path manifest (about a second, no JVM), Spark for a catalog table (``spark=`` needed then). For a
+    Spark DataFrame use :func:`lakesink.sql`."""
+    import pandas as pd
+
+    from lakesink.driver.archive import as_config
+    from lakesink.driver.sql import run_queries
+
+    (result,) = run_queries(as_config(config), sql, spark=spark, limit=None)
+    return pd.DataFrame.from_records([tuple(r) for r in result.rows], columns=result.columns)
 
 
 def new_figure(title: str, rows: int = 1, height: float = 3.2, width: float = 9.0) -> tuple[Any, list]:
@@ -253,7 +268,8 @@ def hourly_figure(rows: Iterable[Mapping]) -> Any:
 
 
 def sizes_figure(rows: Iterable[Mapping]) -> Any:
-    """The object size distribution: a histogram of ``size_bytes`` on log-spaced bins, stacked by topic."""
+    """The object size distribution: a histogram of ``size_bytes``, stacked by topic, on log-spaced bins and a log
+    axis when the sizes span a decade or more."""
     import numpy as np
 
     rows = [r for r in rows if r["size_bytes"] is not None]
@@ -263,11 +279,14 @@ def sizes_figure(rows: Iterable[Mapping]) -> Any:
         return fig
     sizes = [max(int(r["size_bytes"]), 1) for r in rows]
     low, high = min(sizes), max(sizes)
-    bins = np.geomspace(low, high * 1.0001, 20) if high > low else np.array([low * 0.9, high * 1.1])
+    log = high >= 10 * low  # sizes over a decade or more: log-spaced bins on a log axis
+    bins = (np.geomspace(low, high * 1.0001, 20) if log else
+            np.linspace(low, high + 1, 16) if high > low else np.array([low - 0.5, high + 0.5]))
     topics = sorted({r["topic"] for r in rows})
     ax.hist([[max(int(r["size_bytes"]), 1) for r in rows if r["topic"] == t] for t in topics], bins=bins,
             stacked=True, label=topics)
-    ax.set_xscale("log")
+    if log:
+        ax.set_xscale("log")
     ax.set_xlabel(f"object size, bytes ({len(sizes):,} objects; median {int(np.median(sizes)):,} B)")
     ax.set_ylabel("objects")
     ax.legend(loc="best", fontsize="small")
@@ -326,9 +345,21 @@ def schema_figure(rows: Iterable[Mapping]) -> Any:
     return fig
 
 
+def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive offset ranges ``(start, end)`` merged where they overlap or touch, as ``(start, width)``: the
+    objects of a field or time partitioner interleave, their ``[first_offset, last_offset]`` spans overlap."""
+    out: list[list[int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(start, end - start + 1) for start, end in out]
+
+
 def coverage_figure(rows: Iterable[Mapping]) -> Any:
-    """Per topic-partition (one row each), the offset ranges objects hold and the gaps (no archived record), each
-    gap kind in its colour and listed in the legend with how many offsets it covers."""
+    """Per topic-partition (one row each), the offset ranges objects hold (their spans merged) and the gaps (no
+    archived record), each gap kind in its colour and listed in the legend with how many offsets it covers."""
     from matplotlib.patches import Patch
 
     rows = sorted(rows, key=lambda r: (r["topic"], r["kafka_partition"], r["start_offset"]))
@@ -341,13 +372,11 @@ def coverage_figure(rows: Iterable[Mapping]) -> Any:
     for y, key in enumerate(keys):
         mine = [r for r in rows if (r["topic"], r["kafka_partition"]) == key]
         for kind in ["object"] + sorted({r["kind"] for r in mine} - {"object"}):  # gaps drawn over objects
-            spans = [(r["start_offset"], r["end_offset"] - r["start_offset"] + 1) for r in mine if r["kind"] == kind]
+            spans = merged([(r["start_offset"], r["end_offset"]) for r in mine if r["kind"] == kind])
             if not spans:
                 continue
             offsets[kind] = offsets.get(kind, 0) + sum(w for _, w in spans)
-            ax.broken_barh(spans, (y - 0.3, 0.6), facecolors=KIND_COLOURS.get(kind, GAP_COLOUR),
-                           alpha=0.55 if kind == "object" else 1.0, edgecolor="white" if kind == "object" else None,
-                           linewidth=0.5)
+            ax.broken_barh(spans, (y - 0.3, 0.6), facecolors=KIND_COLOURS.get(kind, GAP_COLOUR))
     ax.set_yticks(range(len(keys)), [f"{t}-{p}" for t, p in keys])
     ax.invert_yaxis()
     ax.set_xlabel("offset")

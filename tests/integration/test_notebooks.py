@@ -14,6 +14,7 @@ Each run is quiet (issue #28 item 6): neither the runner's stderr nor a stream o
 Spark banner, log4j/SLF4J line, progress bar, Python traceback or librdkafka line (:func:`support.noise.noise_lines`)
 -- the session the notebooks get from ``lakesink.session`` logs to a file; ``LAKESINK_VERBOSE=1`` brings it back
 (tests/integration/test_quiet_runs.py)."""
+import ast
 import base64
 import json
 import os
@@ -82,6 +83,8 @@ def run_notebook(name: str, params: dict, cwd: Path) -> dict:
     # before: 43, 10 and 27 stderr lines (quickstart, schema_evolution, restore_and_query)
     assert noise_lines(proc.stderr) == [], proc.stderr[-5000:]
     assert noise_lines(streams) == [], streams[-5000:]
+    # what a cell prints fits a screen (the quickstart's config was one line of 1,872 characters)
+    assert max(map(len, streams.splitlines())) <= 160, max(streams.splitlines(), key=len)
     # ... which went to the session's log file instead
     assert any(noise_lines(p.read_text()) for p in logs.iterdir()), [p.name for p in logs.iterdir()]
     assert_charts(name, nb)
@@ -106,6 +109,28 @@ def test_the_three_notebooks_are_parameterised_and_clean():
         assert len(tagged) == 1 and tagged[0]["cell_type"] == "code", path.name
         assert "bootstrap_servers = None" in "".join(tagged[0]["source"]), path.name
         assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), path.name
+
+
+#: What a notebook may import from lakesink: the public API, the notebook helpers and the local stack.
+PUBLIC = {"lakesink", "lakesink.notebook", "lakesink.devstack.stack"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_use_the_public_api_show_and_widgets(path):
+    """No internal module (lakesink.driver, .executor, .wiring, ...), no bare .show(): tables and charts go through
+    lakesink.notebook.show (display() on Databricks), parameters through its widgets."""
+    sources = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    imported = set()
+    for node in (n for src in sources for n in ast.walk(ast.parse(src))):
+        if isinstance(node, ast.ImportFrom) and node.module.startswith("lakesink"):
+            imported |= {node.module} | {f"{node.module}.{a.name}" for a in node.names
+                                         if node.module == "lakesink" and a.name in ("wiring", "driver", "executor")}
+        elif isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names if a.name.startswith("lakesink")}
+        elif isinstance(node, ast.Attribute) and node.attr == "show":
+            raise AssertionError(f"{path.name}: .show() in {ast.unparse(node)}: use lakesink.notebook.show")
+    assert imported <= PUBLIC, imported - PUBLIC
+    assert any("widgets(globals()" in src for src in sources) and any("show(" in src for src in sources)
 
 
 @pytest.mark.timeout(600)

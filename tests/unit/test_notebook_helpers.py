@@ -71,10 +71,15 @@ def test_widget_values_take_the_defaults_type(text, default, want):
     assert notebook.convert(text, default) == want
 
 
-@pytest.mark.parametrize("text, default", [("maybe", True), ("six", 2)])
-def test_a_widget_value_of_the_wrong_type_is_one_clear_error(text, default):
-    with pytest.raises(InvalidArgumentError, match=f"widget value '{text}'"):
-        notebook.convert(text, default)
+@pytest.mark.parametrize("name, text, default, want", [
+    ("produce_sample_data", "maybe", True, "widget produce_sample_data='maybe': true or false (the default is True)"),
+    ("partitions", "six", 2, "widget partitions='six': not a number (the default is 2)")])
+def test_a_widget_value_of_the_wrong_type_is_one_clear_error(main, name, text, default, want):
+    monkeypatch, module = main
+    monkeypatch.setattr(module, "dbutils", DbUtils({name: text}), raising=False)
+    with pytest.raises(InvalidArgumentError) as e:
+        notebook.widget(name, default)
+    assert str(e.value) == want and e.value.exit_code == 2
 
 
 def test_show_uses_databricks_display_where_it_exists(main, capsys):
@@ -118,6 +123,8 @@ def test_sizes_figure_counts_every_object_once():
     top = [patch.get_y() + patch.get_height() for patch in ax.patches]  # stacked: b's bars sit on a's
     assert sum(p.get_height() for p in ax.patches) == 5 and max(top) >= 1
     assert "5 objects; median 2,000 B" in ax.get_xlabel() and ax.get_xscale() == "log"
+    (close,) = notebook.sizes_figure([{"topic": "a", "size_bytes": s} for s in (138, 145, 152)]).axes
+    assert close.get_xscale() == "linear" and sum(p.get_height() for p in close.patches) == 3
 
 
 def test_lag_figure_has_a_bar_per_partition():
@@ -151,6 +158,15 @@ def test_coverage_figure_marks_each_gap_kind_with_its_offsets():
     unarchived = [c for c in ax.collections if c.get_facecolor()[0][:3] == pytest.approx(
         tuple(int(notebook.KIND_COLOURS["unarchived"][i:i + 2], 16) / 255 for i in (1, 3, 5)))]
     assert len(unarchived) == 1 and unarchived[0].get_paths()[0].get_extents().x0 == 50
+
+
+def test_coverage_merges_the_overlapping_spans_of_interleaved_objects():
+    """A field partitioner's objects of one partition interleave: offsets are counted once."""
+    spans = ((0, 40, "object"), (2, 49, "object"), (50, 70, "object"), (90, 99, "object"), (71, 89, "unarchived"))
+    rows = [{"topic": "a", "kafka_partition": 0, "start_offset": s, "end_offset": e, "kind": k} for s, e, k in spans]
+    assert notebook.merged([(0, 40), (2, 49), (50, 70), (90, 99)]) == [(0, 71), (90, 10)]
+    (ax,) = notebook.coverage_figure(rows).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["objects: 81 offsets", "unarchived: 19 offsets"]
 
 
 def test_coverage_without_gaps_says_so():
@@ -192,3 +208,55 @@ def test_a_chart_without_matplotlib_names_the_extra(monkeypatch):
                                                 r"pip install 'lakesink\[notebooks\]'") as e:
         notebook.lag_figure([])
     assert e.value.exit_code == 5
+
+
+def obj(topic: str, part: int, first: int, last: int, rs: int, re_: int, size: int, ts_ms: int):
+    from lakesink.manifest.rows import object_row
+
+    key = f"topics/{topic}/partition={part}/{topic}+{part}+{first:010d}.json"
+    return object_row(topic, part, rs, re_, first_offset=first, last_offset=last, record_count=last - first + 1,
+                      encoded_partition=f"partition={part}", object_key=key, object_uri=f"s3://b/{key}",
+                      side_files=(), format="json", compression=None, size_bytes=size, etag="e", version_id=None,
+                      min_timestamp_ms=ts_ms, max_timestamp_ms=ts_ms + 60_000)
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    """A path manifest written by delta-rs on the local disk (the DuckDB route, no JVM): orders-0 objects 0-3 and
+    4-12 of a commit range 4-15 (13-15 unarchived) and an advance 16-17; orders-1 one object 0-11, an hour later."""
+    from lakesink.manifest.deltars import DeltaRsManifest
+    from lakesink.manifest.rows import advance_row
+
+    location = str(tmp_path_factory.mktemp("nb") / "manifest")
+    m = DeltaRsManifest(location)
+    m.ensure()
+    t0 = int(T0.timestamp() * 1000)
+    m.commit("j", 0, "r1", [obj("orders", 0, 0, 3, 0, 3, 100, t0), obj("orders", 0, 4, 12, 4, 15, 300, t0 + 60_000),
+                            obj("orders", 1, 0, 11, 0, 11, 200, t0 + 3_600_000)])
+    m.commit("j", 1, "r1", [advance_row("orders", 0, 16, 17, "transaction markers")])
+    m.commit("other-job", 0, "r2", [obj("secret", 0, 0, 99, 0, 99, 5, t0)])
+    return {"name": "j", "topics": "orders", "s3.bucket.name": "bkt", "flush.size": "10", "kafka.bootstrap.servers": "127.0.0.1:9",
+            "manifest.location": location}
+
+
+def test_frame_is_a_query_over_the_views_as_pandas(config):
+    df = notebook.frame(config, "SELECT topic, kafka_partition, next_offset FROM committed_offsets")
+    assert df.to_dict("records") == [{"topic": "orders", "kafka_partition": 0, "next_offset": 18},
+                                     {"topic": "orders", "kafka_partition": 1, "next_offset": 12}]
+
+
+def test_the_chart_queries_run_on_a_path_manifest_without_spark(config):
+    hourly = notebook.query(config, notebook.HOURLY_SQL)
+    assert [(r["hour"].hour, r["records"], r["bytes"]) for r in hourly] == [(3, 13, 400), (4, 12, 200)]
+    assert sorted(r["size_bytes"] for r in notebook.query(config, notebook.SIZES_SQL)) == [100, 200, 300]
+    (schemaless,) = notebook.query(config, notebook.SCHEMA_SQL)
+    assert (schemaless["schema_version"], schemaless["records"]) == (None, 25)
+    coverage = [(r["kafka_partition"], r["start_offset"], r["end_offset"], r["kind"])
+                for r in notebook.query(config, notebook.COVERAGE_SQL)]
+    assert coverage == [(0, 0, 3, "object"), (0, 4, 12, "object"), (0, 13, 15, "unarchived"), (0, 16, 17, "advance"),
+                        (1, 0, 11, "object")]
+    (ax,) = notebook.coverage_chart(config).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["objects: 25 offsets", "advance: 2 offsets",
+                                                                   "unarchived: 3 offsets"]
+    for chart in (notebook.hourly_chart, notebook.sizes_chart, notebook.schema_chart):
+        assert chart(config).get_label() != notebook.EMPTY
