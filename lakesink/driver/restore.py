@@ -421,7 +421,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             target_registry: Any = None, target_subject_strategy: str = "topic",
             target_registry_roles: Any = None, partitioner: str | None = None,
             partition_map: Any = None, groups: Any = None, groups_regex: str | None = None,
-            on_progress: Any = None) -> RestoreReport:
+            max_rate: float | None = None, on_progress: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -449,6 +449,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     the restore's transactions (:mod:`lakesink.driver.restore_groups`); with a routed restore only where no
     destination partition gets records of two source partitions (each group is placed on every partition its
     source partition's records reach).
+    ``max_rate``: at most this many records a second per task (one source partition; ``--max-rate``).
     ``on_progress``: called with a :class:`lakesink.runners.progress.Progress` while the tasks run (records
     produced so far of the records the restore reads, ``label`` ``restore``; a CLI display)."""
     t0 = time.monotonic()
@@ -459,6 +460,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                                    f"(Kafka's murmur2 on the key)")
     pmap = PartitionMap.of(partition_map) if partition_map is not None else None
     routed = partitioner is not None or pmap is not None
+    if max_rate is not None and not (isinstance(max_rate, (int, float)) and max_rate > 0):
+        raise InvalidArgumentError(f"--max-rate (max_rate) is a number of records a second > 0, not {max_rate!r}")
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
                                    "restore of every record keeps its tombstones")
@@ -574,6 +577,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         options["routers"] = routers
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
+    if max_rate is not None:
+        options["max_rate"] = float(max_rate)
     if targets is not None:
         options["groups"] = targets
     if runner is None:

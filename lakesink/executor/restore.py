@@ -63,6 +63,7 @@ from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedEr
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_key_positions, read_records
+from lakesink.executor.throttle import Throttle
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress, routed_group)
 
@@ -247,7 +248,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
-                      routers: Mapping[str, Any] | None = None, groups: Any = None,
+                      routers: Mapping[str, Any] | None = None, groups: Any = None, max_rate: float | None = None,
                       on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
@@ -269,6 +270,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on each destination
     partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; routed: on every
     partition the router reaches, each at its own first record the group had not consumed).
+    ``max_rate``: at most this many records a second (:class:`~lakesink.executor.throttle.Throttle`; None: no limit).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -314,6 +316,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, tid, group, timeout_s)
+    throttle = Throttle(max_rate) if max_rate is not None else None
     hook = None
     try:
         if groups is not None:  # one committer per destination partition this worker produces into
@@ -451,6 +454,11 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     part = int(routes[i])
                 else:
                     part = router.route(src_part, produced_key_bytes(key))
+                if throttle is not None:  # --max-rate: wait for this record's slot, serving delivery reports
+                    wait = throttle.delay(result.produced)
+                    while wait > 0:
+                        txn.producer.poll(wait)
+                        wait = throttle.delay(result.produced)
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
