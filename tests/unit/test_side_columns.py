@@ -295,3 +295,17 @@ def test_a_record_the_side_files_cannot_hold_is_named(tmp_path, keys, headers, e
         run(config(tmp_path, "json"), batches(40, 10, keys, headers), columnar=True)
     bad = next(i for i in range(40) if keys[i % len(keys)] is None or not headers[i % len(headers)])
     assert ei.value.offset == 10 + bad
+
+
+@pytest.mark.parametrize("hdrs", [
+    [[("source", b"bench"), ("trace-id", b"0af7")], None, [], [("n", None)], [("é", b"\xff"), ("dup", b"1"), ("dup", b"2")]],
+    [], [None, None], [[("k", b"")]],
+])
+def test_the_direct_readers_headers_column_is_the_one_built_from_dicts(hdrs):
+    """kafka_reader.headers_column (flat key and value columns) gives the column the reader built from a dict per
+    header: null for a record with no headers or an empty list, as Spark's read."""
+    from lakesink.executor.kafka_reader import headers_column
+
+    want = pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in hdrs], HEADERS_TYPE)
+    got = headers_column(hdrs, HEADERS_TYPE)
+    assert got.equals(want) and got.to_pylist() == want.to_pylist()
