@@ -192,8 +192,24 @@ def timed(fn, repeat: int = 1):
     return best, out
 
 
-def produce(servers: str, topic: str, n: int, make) -> int:
-    """Produce n values (partition i % PARTITIONS, null key); return the value bytes."""
+#: the keys+headers variant (issue #30 item 1): topics holding the same values with a key and two headers per
+#: record, archived with and without ``store.kafka.keys``/``store.kafka.headers``
+KH_SUFFIX = "-kh"
+
+
+def record_key(i: int) -> bytes:
+    """The keys+headers variant's key of record ``i`` (~14 B)."""
+    return b"customer-%05d" % (i % 99991)
+
+
+def record_headers(i: int) -> list[tuple[str, bytes]]:
+    """The keys+headers variant's headers of record ``i``: a constant one and a per-record trace id (~45 B)."""
+    return [("source", b"bench-producer"), ("trace-id", b"%016x" % (i * 2654435761 % (1 << 64)))]
+
+
+def produce(servers: str, topic: str, n: int, make, key=None, headers=None) -> int:
+    """Produce n values (partition i % PARTITIONS; null key and no headers unless ``key``/``headers``, functions of
+    i, give them); return the value bytes."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": servers, "linger.ms": 50, "batch.size": 1_000_000,
@@ -211,7 +227,11 @@ def produce(servers: str, topic: str, n: int, make) -> int:
         total += len(v)
         while True:
             try:
-                p.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=done)
+                if key is None and headers is None:
+                    p.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=done)
+                else:
+                    p.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=done,
+                              key=None if key is None else key(i), headers=None if headers is None else headers(i))
                 break
             except BufferError:
                 p.poll(0.05)
@@ -414,16 +434,19 @@ def ceiling_read(spark, servers: str, topic: str, ends: dict[int, int]) -> float
 
 def setup_topic(kafka, servers: str, topic: str, n: int) -> tuple[float, int]:
     """Create one benchmark topic and produce its N records: (seconds, value bytes). A new topic row is
-    a new entry in ``TOPIC_OF`` plus a branch here."""
+    a new entry in ``TOPIC_OF`` plus a branch here; a topic named ``<topic>-kh`` (:data:`KH_SUFFIX`) holds the
+    same values with keys and headers (:func:`record_key`, :func:`record_headers`)."""
     kafka.create_topic(topic, partitions=PARTITIONS)
-    if topic == "bench-avro":
+    base = topic[:-len(KH_SUFFIX)] if topic.endswith(KH_SUFFIX) else topic
+    kh = {"key": record_key, "headers": record_headers} if base != topic else {}
+    if base == "bench-avro":
         parsed = fastavro.parse_schema(AVRO_SCHEMA)
         make = lambda i: avro_value(parsed, i)  # noqa: E731
-    elif topic == "bench-json":
+    elif base == "bench-json":
         make = json_value
     else:
         raise ValueError(f"no producer for topic {topic}")
-    return timed(lambda: produce(servers, topic, n, make))
+    return timed(lambda: produce(servers, topic, n, make, **kh))
 
 
 def run_sink(spark, cfg_dict: dict):
