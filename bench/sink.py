@@ -1014,7 +1014,7 @@ def main(argv=None) -> int:
         print(f"WARNING: other processes used up to {worst:.0f}% of the CPUs during timed sections: "
               f"the numbers are not clean; rerun on an idle machine")
     if kh_rows:
-        print(f"\nkeys and headers (issue #30): the same values with a key (~14 B) and two headers (~45 B) per record, "
+        print("\nkeys and headers (issue #30): the same values with a key (~14 B) and two headers (~45 B) per record, "
               "warm batch to file://, side files none / in each side-file format; CPU ratio = with / without "
               "(target <= 1.3x)")
         print(f"{'format':10} {'reader':6} {'side files':10} {'lakesink s':>10} {'CPU s/M':>8} {'CPU ratio':>9}")
