@@ -69,21 +69,12 @@ def arrow_schema(key: bool, topic: bool, headers: bool, ts_type: bool = False):
 
 def headers_column(hdrs: list, type_: Any) -> Any:
     """The ``headers`` column (``type_``: list<struct<key, value>>) of librdkafka's ``Message.headers()`` per record
-    (a list of (key, value) tuples, or None): null for a record without headers (as Spark's read), built from flat
-    key and value columns (a dict per header cost ~8x as much: 3.7 µs per record of two headers, measured by hand)."""
-    import numpy as np
+    (a list of (key, value) tuples, or None): null for a record without headers (as Spark's read). The tuples are
+    converted as they are (a dict per header cost ~10x as much: 3.7-4.4 µs per record of two headers against
+    0.3-0.4, measured by hand)."""
     import pyarrow as pa
 
-    n = len(hdrs)
-    flat = list(itertools.chain.from_iterable(h for h in hdrs if h))
-    counts = np.fromiter(map(len, [h or () for h in hdrs]), np.int32, n)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    entries = pa.StructArray.from_arrays(
-        [pa.array([k for k, _v in flat], type_.value_type.field("key").type),
-         pa.array([v for _k, v in flat], type_.value_type.field("value").type)],
-        fields=list(type_.value_type))
-    return pa.ListArray.from_arrays(pa.array(offsets), entries, type=type_, mask=pa.array(counts == 0))
+    return pa.array([h if h else None for h in hdrs], type_)
 
 
 def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str, Any]:
