@@ -106,8 +106,10 @@ def test_local_tasks_need_a_config_spark_only_schedules(spark, kafka, s3, bucket
         SinkJob(spark, cfg, runner=local_tasks)
 
 
-def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
-    """The record path with every optional column (key, headers; two topics add ``topic``)."""
+@pytest.mark.parametrize("side", ["json", "avro"])
+def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name, side):
+    """Every optional column (key, headers; two topics add ``topic``), written a column at a time by both readers
+    (issue #30: the keys and headers side files take the columnar path)."""
     kafka.create_topic(topic_name, partitions=1)
     produce(kafka, topic_name, json_payloads(25), headers=True)
     cfgs = {}
@@ -115,7 +117,7 @@ def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
         bucket = s3.create_bucket(f"kh-{reader}-{topic_name}")
         cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
             "name": f"job-{topic_name}", "store.kafka.keys": "true", "store.kafka.headers": "true",
-            "keys.format.class": "json", "headers.format.class": "json", "kafka.reader": reader}))
+            "keys.format.class": side, "headers.format.class": side, "kafka.reader": reader}))
         SinkJob(spark, cfgs[reader]).run_batch(flush_tail=True)
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
     direct, spark_rows = comparable_rows(rows["direct"]), comparable_rows(rows["spark"])
