@@ -244,7 +244,8 @@ def _check_destinations(admin, parts: list[PartitionRestore], timeout_s: float) 
 def _check_objects(store, objects: list[ArchivedObject]) -> None:
     expected: dict[str, str | None] = {}
     for o in objects:
-        expected[o.object_key] = o.etag
+        if not o.value_omitted:
+            expected[o.object_key] = o.etag
         expected.update((s["key"], s.get("etag")) for s in o.side_files if s.get("key"))
     with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
         current = dict(zip(expected, pool.map(store.head, expected)))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from lakesink.hooks import NO_HOOKS, Hooks
-from lakesink.manifest.rows import ManifestRow, SideFile, advance_row, filtered_row, object_row
+from lakesink.manifest.rows import TOMBSTONES_NOTE, ManifestRow, SideFile, advance_row, filtered_row, object_row
 from lakesink.objects.formats.base import RecordView
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
@@ -103,6 +103,9 @@ class PartitionArchiver:
         if clock:
             kwargs["clock"] = clock
         self.partitioner = parts.partitioner()
+        ps = parts.partitioner_settings
+        #: the encoded partition of tombstones (behavior.on.null.values=write), whose files have no value object
+        self._tombstones = ps.tombstone_encoded_partition if ps.behavior_on_null_values == "write" else None
         self.rotator = Rotator(parts.rotation, self.partitioner, start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
         # offsets read (in order) and those of them ignored; [*_pos:] not yet accounted by a commit
@@ -245,6 +248,8 @@ class PartitionArchiver:
         meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
         writers: dict[RecordView, tuple[Any, Any]] = {}
         for view, fmt in self.formats.items():
+            if view is RecordView.VALUE and encoded == self._tombstones:
+                continue  # Confluent writes a tombstone file's keys (and headers), never its null values
             k = key if view is RecordView.VALUE else \
                 self._naming.side_key(key, vfmt.extension, view.value, fmt.extension)
             ow = self.store.open_writer(k, meta)
@@ -271,9 +276,9 @@ class PartitionArchiver:
                     skey = self._naming.index_key(f.key, vext) if suffix == ".index.json" else f.key + suffix
                     meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
                     index.append(("index", self.store.put_bytes(skey, data, meta)))
-            value = results.pop(RecordView.VALUE)
+            value = results.pop(RecordView.VALUE, None)
             sides = [(view.value, res) for view, res in results.items()] + index
-            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, sides))
+            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, sides, f.key))
             self.ctx.hooks.executor("after_upload")
         if self.open:
             raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: files left open after a commit: "
@@ -330,20 +335,22 @@ class PartitionArchiver:
                                        kafka_cluster_id=self.ctx.cluster_id,
                                        topic_id=self.ctx.topic_ids.get(self.topic)))
 
-    def _object_row(self, fs, range_start: int, range_end: int, value: WrittenObject | PendingWrite,
-                    sides: list[tuple[str, WrittenObject | PendingWrite]]) -> ArchivedRow:
-        written = [value] + [res for _view, res in sides]
+    def _object_row(self, fs, range_start: int, range_end: int, value: WrittenObject | PendingWrite | None,
+                    sides: list[tuple[str, WrittenObject | PendingWrite]], key: str) -> ArchivedRow:
+        """The object row of file ``fs`` (value object ``key``; ``value`` None: tombstones only, no value object)."""
+        written = ([value] if value is not None else []) + [res for _view, res in sides]
         row = object_row(
             self.topic, self.partition, range_start, range_end, first_offset=fs.start_offset,
             last_offset=fs.last_offset, record_count=fs.record_count, encoded_partition=fs.encoded_partition,
-            object_key=value.key, object_uri=self.store.uri(value.key),
+            object_key=key, object_uri=self.store.uri(key),
             side_files=tuple(SideFile(view, res.key, _etag(res), getattr(res, "version_id", None), res.size)
                              for view, res in sides),
             format=self.formats[RecordView.VALUE].name, compression=self.parts.value_compression,
-            size_bytes=value.size,
-            etag=_etag(value), version_id=getattr(value, "version_id", None), min_timestamp_ms=fs.min_timestamp,
-            max_timestamp_ms=fs.max_timestamp, schema=fs.schema, kafka_cluster_id=self.ctx.cluster_id,
-            topic_id=self.ctx.topic_ids.get(self.topic))
+            size_bytes=value.size if value is not None else 0,
+            etag=_etag(value) if value is not None else None, version_id=getattr(value, "version_id", None),
+            min_timestamp_ms=fs.min_timestamp, max_timestamp_ms=fs.max_timestamp, schema=fs.schema,
+            kafka_cluster_id=self.ctx.cluster_id, topic_id=self.ctx.topic_ids.get(self.topic),
+            note=TOMBSTONES_NOTE if value is None else None)
         return ArchivedRow(row, tuple(w for w in written if isinstance(w, PendingWrite)))
 
 
