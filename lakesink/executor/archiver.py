@@ -51,13 +51,15 @@ class _OpenFile:
             self.pending.clear()
 
     def write_payloads(self, payloads: Any, schema: Any, offsets: list[int], timestamps: list[int],
-                       timestamp_types: list[int] | None) -> None:
+                       timestamp_types: list[int] | None, sides: dict[RecordView, tuple[Any, Any]]) -> None:
         self.flush()  # records of earlier, per-record batches come first
         for view, (fw, _ow) in self.writers.items():
             if view is RecordView.METADATA:
                 fw.write_columns(offsets, timestamps, timestamp_types)
-            else:
+            elif view is RecordView.VALUE:
                 fw.write_payloads(payloads, schema)
+            else:
+                fw.write_payloads(*sides[view])
 
 
 @dataclass
@@ -147,15 +149,23 @@ class PartitionArchiver:
             self._apply(ev)
 
     def process_run(self, offsets: list[int], timestamps: list[int], payloads: Any, schema: Any,
-                    timestamp_types: list[int] | None = None) -> bool:
+                    timestamp_types: list[int] | None = None,
+                    sides: dict[str, tuple[Any, Any]] | None = None) -> bool:
         """Columnar :meth:`process_many` (:mod:`lakesink.executor.columnar`): records that are all written
         (no null value) with one ``schema``, under the Default partitioner and count-only
         rotation, given as their ascending offsets, timestamps and format payloads (one per
         record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
-        read did not carry them). Returns False, having done nothing, if the
+        read did not carry them), and with stored keys/headers their side files' ``sides`` (``{"keys": (payloads,
+        schema), "headers": ...}``: :meth:`ColumnarPlan.side_payloads
+        <lakesink.executor.columnar.ColumnarPlan.side_payloads>`). Returns False, having done nothing, if the
         rotator cannot take the run in bulk; then feed the records to :meth:`process_many`."""
         if offsets:
             self._apply_read_through(offsets[0])
+        side = {RecordView(v): p for v, p in (sides or {}).items()}
+        missing = [v.value for v in self.formats if v in (RecordView.KEYS, RecordView.HEADERS) and v not in side]
+        if missing:
+            raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: a columnar run without its "
+                                          f"{' and '.join(missing)} column")
         enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
         events = self.rotator.process_run(offsets, timestamps, enc, schema)
         if events is None:
@@ -164,9 +174,10 @@ class PartitionArchiver:
         for ev in events:
             if isinstance(ev, AppendSpan):
                 f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
-                f.write_payloads(payloads[ev.start:ev.stop], schema, offsets[ev.start:ev.stop],
-                                 timestamps[ev.start:ev.stop],
-                                 None if timestamp_types is None else timestamp_types[ev.start:ev.stop])
+                a, b = ev.start, ev.stop
+                f.write_payloads(payloads[a:b], schema, offsets[a:b], timestamps[a:b],
+                                 None if timestamp_types is None else timestamp_types[a:b],
+                                 {v: (p[a:b], s) for v, (p, s) in side.items()})
             else:
                 self._apply(ev)
         return True

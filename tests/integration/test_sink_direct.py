@@ -11,7 +11,9 @@ from support.archive_checks import (AVRO_SCHEMA, archived_values, avro_values, b
                                     manifest_rows, produce)
 
 from lakesink.config import SinkConfig
+from lakesink import wiring
 from lakesink.driver.sink import SinkJob
+from lakesink.executor.columnar import ColumnarPlan
 from lakesink.manifest.rows import value_omitted
 from lakesink.errors import BatchFailedError, KafkaReadError
 from lakesink.executor.kafka_reader import consumer_config, read_range
@@ -136,6 +138,26 @@ def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name, local_t
     # 3 value objects with keys, headers, metadata; the tombstone file's keys, headers, metadata
     assert len(objects["direct"]) == 12 + 3 * len(tombs) and objects["direct"] == objects["spark"] == objects["local"]
     assert all(f"/{topic_name}/tombstone/" in s.key for r in tombs for s in r.side_files)
+
+
+def test_stored_keys_and_headers_columnar_identical(spark, kafka, s3, topic_name, local_tasks):
+    """Keys and headers side files (Avro) written a column at a time (issue #30: the columnar path takes them) by
+    Spark's Kafka source, the direct reader in Spark tasks and in local worker processes: the same rows and objects."""
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(25), headers=True)
+    cfgs, engines = {}, {"direct": None, "spark": None, "local": local_tasks}
+    for reader, runner in engines.items():
+        bucket = s3.create_bucket(f"khc-{reader}-{topic_name}")
+        cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+            "name": f"job-{topic_name}", "store.kafka.keys": "true", "store.kafka.headers": "true",
+            "kafka.reader": "spark" if reader == "spark" else "direct"}))
+        assert ColumnarPlan.for_parts(wiring.task_parts(cfgs[reader])) is not None
+        SinkJob(spark, cfgs[reader], runner=runner).run_batch(flush_tail=True)
+    rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
+    direct = comparable_rows(rows["direct"])
+    assert direct == comparable_rows(rows["spark"]) == comparable_rows(rows["local"])
+    objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
+    assert len(objects["direct"]) == 12 and objects["direct"] == objects["spark"] == objects["local"]
 
 
 def test_aborted_transactions_are_skipped_and_the_manifest_advances(spark, kafka, s3, bucket, topic_name):
