@@ -223,7 +223,8 @@ def test_restore_eta_holds_against_the_real_time_at_a_steady_rate(archived, kafk
     assert all(ln.total == 400 for ln in lines), run.text()[-3000:]
     errors = eta_errors(lines, started, ended)
     assert len(errors) >= 5, run.text()[-3000:]
-    assert max(e for _ln, e in errors) <= 0.25, [(round(ln.at - started, 1), ln.done, ln.eta_s, round(e, 2))
-                                                 for ln, e in errors]
+    assert max(e for _ln, e in errors) <= 0.25, ([(round(ln.at - started, 1), ln.done, ln.eta_s, round(e, 2))
+                                                  for ln, e in errors], [(round(t - started, 2), f)
+                                                                         for t, f in run.frames])
     rates = [int(m.group(1).replace(",", "")) for _t, f in run.frames for m in [re.search(r"([\d,]+) rec/s", f)] if m]
     assert rates and max(rates[len(rates) // 5:]) <= 30, rates  # the limit, not the broker, sets the pace
