@@ -70,37 +70,48 @@ class Eta:
 
     The rate is measured over the recent past: the last half of the time since records started to move (at
     least ``min_window_s``), so a slow start (a cold worker, a first fetch) weighs less and less while the
-    rate of a steady run is measured over a long span. No ETA before the first records moved, or while
+    rate of a steady run is measured over a long span. Only samples where the count moved are kept: live counts
+    arrive every half second while the display is asked more often, so a sample that repeats the last count at a
+    later time says when it was asked, not when the records moved, and would bias the rate low. The time left
+    is counted from the last move (less what went by since). No ETA before the first records moved, or while
     nothing moved over the window (a stalled read shows no ETA rather than a wrong one)."""
 
     def __init__(self, min_window_s: float = 1.5):
         self.min_window_s = min_window_s
         self.samples: deque[tuple[float, int]] = deque()
         self.started: float | None = None  # elapsed at the last sample with nothing done yet
+        self.now: float | None = None  # elapsed at the last update, moved or not
+
+    def _window(self) -> float:
+        return max(self.min_window_s, ((self.now or 0.0) - (self.started or 0.0)) / 2)
 
     def update(self, elapsed_s: float, done: int) -> None:
+        self.now = elapsed_s if self.now is None else max(self.now, elapsed_s)
         if done <= 0:
             self.started, self.samples = elapsed_s, deque()
             return
         if self.started is None:
             self.started = 0.0
-        if self.samples and elapsed_s <= self.samples[-1][0]:
-            self.samples[-1] = (self.samples[-1][0], max(done, self.samples[-1][1]))
-            return
+        if self.samples and (done <= self.samples[-1][1] or elapsed_s <= self.samples[-1][0]):
+            if done > self.samples[-1][1]:
+                self.samples[-1] = (self.samples[-1][0], done)
+            return  # nothing moved since the last sample
         self.samples.append((elapsed_s, done))
-        window = max(self.min_window_s, (elapsed_s - self.started) / 2)
-        while len(self.samples) > 2 and self.samples[1][0] <= elapsed_s - window:
+        horizon = elapsed_s - self._window()
+        while len(self.samples) > 2 and self.samples[1][0] <= horizon:
             self.samples.popleft()
 
     def rate(self) -> float | None:
-        """Records per second (None: not known yet)."""
+        """Records per second (None: not known yet, or nothing moved over the window)."""
         if self.started is None or not self.samples:
             return None
         t1, d1 = self.samples[-1]
+        if self.now is not None and self.now - t1 > self._window():
+            return None  # stalled
         t0, d0 = self.samples[0]
         if t1 - t0 < 0.5:  # too short a span: what moved since nothing had (the first records came after it)
             t0, d0 = self.started, 0
-        if t1 <= t0 or d1 <= d0:
+        if t1 - t0 < 0.5 or d1 <= d0:  # still too short: a count that just arrived says little of a rate
             return None
         return (d1 - d0) / (t1 - t0)
 
@@ -108,11 +119,14 @@ class Eta:
         """Seconds left to ``total`` (None: unknown)."""
         if total is None or not self.samples:
             return None
-        left = total - self.samples[-1][1]
+        t1, d1 = self.samples[-1]
+        left = total - d1
         if left <= 0:
             return 0.0
         r = self.rate()
-        return None if r is None else left / r
+        if r is None:
+            return None
+        return max(0.0, left / r - ((self.now or t1) - t1))
 
 
 def fields(p: Any, eta: Eta | None) -> list[tuple[int, str]]:
