@@ -146,11 +146,11 @@ class DeltaRsManifest:
             schema = pa.schema([schema.field(c) for c in columns])
         return self._query(schema.names, {"job": job, "kind": kind}).cast(schema)
 
-    def scan(self, job: str | None = None) -> "pa.Table":
-        """Every current row (only ``job``'s) read by delta-rs's own engine (DataFusion: Rust threads, no Python
-        filesystem; several times a pyarrow dataset's speed on a table of many small files), for ``lakesink sql``.
-        String columns come back as Arrow string views."""
-        return self._query(None, {"job": job})
+    def scan(self, job: str | None = None, columns: list[str] | None = None) -> "pa.Table":
+        """Every current row (only ``job``'s; only ``columns``, None: all) read by delta-rs's own engine
+        (DataFusion: Rust threads, no Python filesystem; several times a pyarrow dataset's speed on a table of many
+        small files), for ``lakesink sql``. String columns come back as Arrow string views."""
+        return self._query(columns, {"job": job})
 
     def _query(self, columns: list[str] | None, equal: dict[str, str | None]) -> "pa.Table":
         import pyarrow as pa
