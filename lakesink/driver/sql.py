@@ -160,6 +160,29 @@ def _groups_arrow(cfg: "SinkConfig", all_jobs: bool):
     return table if all_jobs or not table.num_rows else table.filter(pc.equal(table["job"], cfg.name))
 
 
+def _metrics_arrow(cfg: "SinkConfig", all_jobs: bool):
+    """The metrics table as Arrow for the DuckDB route (empty when turned off, not written yet, or unreadable)."""
+    import pyarrow as pa
+
+    from lakesink import wiring
+    from lakesink.manifest.metrics import MetricsTable, metrics_location
+    from lakesink.manifest.metrics import arrow_schema as metrics_schema
+
+    loc = metrics_location(cfg)
+    metrics = pa.Table.from_batches([], schema=metrics_schema())  # not Schema.empty_table(): it imports pandas
+    if loc is not None:
+        try:
+            metrics = MetricsTable(loc, wiring.s3_settings(cfg)).arrow()
+        except Exception as e:  # noqa: BLE001 - as on the Spark route: the views must not depend on it
+            logging.getLogger("lakesink.driver.sql").warning(
+                "metrics table %s not readable: %s", loc, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if not all_jobs and metrics.num_rows:
+        import pyarrow.compute as pc
+
+        metrics = metrics.filter(pc.equal(metrics["job"], cfg.name))
+    return metrics
+
+
 def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
         all_jobs: bool = False) -> "DataFrame":
     """The DataFrame of ``query`` with the manifest and its views registered: the config's job's rows only,
@@ -274,41 +297,29 @@ def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = T
 
     ``names`` (:func:`statement_names` of the statements to run; None: all): only the views and tables they read
     (and what those views read) are registered, and only the manifest columns those views read are read -- the
-    manifest read and each view's transpilation are most of a one-query ``lakesink sql`` process's time."""
-    import pyarrow as pa
-
+    manifest read and each view's transpilation are most of a one-query ``lakesink sql`` process's time. The
+    manifest is handed to DuckDB as delta-rs returns it: pyarrow (and numpy with it) is imported only for the
+    metrics and groups tables and the broker's end offsets, when a statement reads them."""
     from lakesink import wiring
     from lakesink.errors import ManifestError
     from lakesink.manifest.duck import DuckViews
-    from lakesink.manifest.metrics import MetricsTable, metrics_location
-    from lakesink.manifest.metrics import arrow_schema as metrics_schema
 
     reads = None if names is None else _reads(names)
     manifest = wiring.manifest(cfg)
     if not manifest.exists():
         raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
-    rows = manifest.scan(job=None if all_jobs else cfg.name, columns=None if names is None else manifest_columns(names))
+    rows = manifest.scan(job=None if all_jobs else cfg.name, columns=None if names is None else manifest_columns(names),
+                         native=True)
     tables = {MANIFEST: rows}
-    loc = metrics_location(cfg) if reads is None or METRICS in reads else None
-    metrics = pa.Table.from_batches([], schema=metrics_schema())  # not Schema.empty_table(): it imports pandas
-    if loc is not None:
-        try:
-            metrics = MetricsTable(loc, wiring.s3_settings(cfg)).arrow()
-        except Exception as e:  # noqa: BLE001 - as on the Spark route: the views must not depend on it
-            import logging
-
-            logging.getLogger("lakesink.driver.sql").warning(
-                "metrics table %s not readable: %s", loc, str(e).splitlines()[0] if str(e) else type(e).__name__)
-    if not all_jobs and metrics.num_rows:
-        import pyarrow.compute as pc
-
-        metrics = metrics.filter(pc.equal(metrics["job"], cfg.name))
     if reads is None or METRICS in reads:
-        tables[METRICS] = metrics
+        tables[METRICS] = _metrics_arrow(cfg, all_jobs)
     if reads is None or CONSUMER_GROUPS in reads:
         tables[CONSUMER_GROUPS] = _groups_arrow(cfg, all_jobs)
     if with_lag:
-        topics = {t for j, t in zip(rows["job"].to_pylist(), rows["topic"].to_pylist()) if j == cfg.name}
+        import pyarrow as pa
+
+        own = pa.RecordBatchReader.from_stream(rows).read_all()
+        topics = {t for j, t in zip(own["job"].to_pylist(), own["topic"].to_pylist()) if j == cfg.name}
         schema = pa.schema([(END_OFFSET_COLUMNS[0], pa.string()), (END_OFFSET_COLUMNS[1], pa.string()),
                             (END_OFFSET_COLUMNS[2], pa.int32()), (END_OFFSET_COLUMNS[3], pa.int64()),
                             (END_OFFSET_COLUMNS[4], pa.int64())])

@@ -80,14 +80,27 @@ def test_a_session_grows_when_a_later_statement_needs_more(job_file):
         assert {"committed_offsets", "objects", "gaps"} <= set(s._db.names)
 
 
-def test_a_local_manifest_needs_no_boto3_and_no_jvm(job_file):
-    """A path manifest on this disk: no S3 credential lookup (boto3 alone costs 0.3 s), no PySpark."""
+def test_lag_still_reads_the_jobs_topics(job_file, monkeypatch):
+    """The lag path converts delta-rs's table to pyarrow for the topics the broker is asked about."""
+    import lakesink.driver.sql as sqlmod
+
+    asked = []
+    monkeypatch.setattr(sqlmod, "end_offset_rows", lambda cfg, topics: asked.append(topics) or [
+        ("j", "orders", 0, 0, 9), ("j", "orders", 1, 0, 12)])
+    with SqlSession(load_config(job_file), engine="duckdb") as s:
+        assert s.run("SELECT kafka_partition, lag_records FROM lag")[0].rows == [(0, 3), (1, 0)]
+    assert asked == [{"orders"}]
+
+
+def test_a_local_manifest_needs_no_boto3_no_pyarrow_and_no_jvm(job_file):
+    """A path manifest on this disk: no S3 credential lookup (boto3 alone costs 0.3 s), no PySpark, and no pyarrow
+    (with numpy 0.2 s): delta-rs's table goes to DuckDB through the Arrow C stream interface."""
     code = ("import sys\nfrom lakesink.cli.main import main\n"
             f"rc = main(['--format', 'json', 'sql', '--config', {job_file!r}, "
             "'SELECT kafka_partition, next_offset FROM committed_offsets'])\n"
-            "print(rc, 'boto3' in sys.modules, 'pyspark' in sys.modules)\n")
+            "print(rc, *(m in sys.modules for m in ('boto3', 'pyspark', 'pyarrow')))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     lines = r.stdout.splitlines()
-    assert lines[-1] == "0 False False", r.stderr
+    assert lines[-1] == "0 False False False", r.stderr
     assert json.loads(lines[0])["rows"] == [{"kafka_partition": 0, "next_offset": 6},
                                             {"kafka_partition": 1, "next_offset": 12}]
