@@ -87,6 +87,10 @@ def timed(argv: list[str], tree: str | None = None) -> float:
     return time.monotonic() - t0
 
 
+def _f(v: float, unit: str = "", digits: int = 2) -> str:
+    return "not run" if v != v else f"{v:.{digits}f}{unit}"  # NaN: the route was not run (--no-spark, no baseline)
+
+
 def _commit(tree: str) -> str:
     r = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return r.stdout.strip() or "?"
@@ -158,10 +162,10 @@ def main() -> None:
         "| query | DuckDB s (median of 3) | baseline DuckDB s | DuckDB CPU s | baseline CPU s | Spark s (cold) "
         "| Spark / DuckDB |",
         "|---|---|---|---|---|---|---|",
-        *(f"| {n} | {d:.2f} | {base[n]:.2f} | {cpus[n][0]:.2f} | {cpus[n][1]:.2f} | {s:.2f} | {s / d:.1f}x |"
+        *(f"| {n} | {d:.2f} | {_f(base[n])} | {cpus[n][0]:.2f} | {_f(cpus[n][1])} | {_f(s)} | {_f(s / d, 'x', 1)} |"
           for n, d, s in results),
-        f"| all 9 in one `--file` process | {duck_all:.2f} | {base_all:.2f} | {cpu_all[0]:.2f} | {cpu_all[1]:.2f} | "
-        f"{spark_all:.2f} | {spark_all / duck_all:.1f}x |",
+        f"| all 9 in one `--file` process | {duck_all:.2f} | {_f(base_all)} | {cpu_all[0]:.2f} | {_f(cpu_all[1])} | "
+        f"{_f(spark_all)} | {_f(spark_all / duck_all, 'x', 1)} |",
         "",
         f"Slowest DuckDB query: {worst:.2f} s end to end (target <= {TARGET_S:.0f} s: "
         f"{'met' if worst <= TARGET_S else 'missed'}).",
