@@ -104,3 +104,26 @@ def test_a_local_manifest_needs_no_boto3_no_pyarrow_and_no_jvm(job_file):
     assert lines[-1] == "0 False False False", r.stderr
     assert json.loads(lines[0])["rows"] == [{"kafka_partition": 0, "next_offset": 6},
                                             {"kafka_partition": 1, "next_offset": 12}]
+
+
+def test_every_doc_query_gives_the_same_rows_with_only_what_it_reads(job_file, monkeypatch):
+    """Narrowing changes nothing a query sees: each docs/sql.md query (on its own connection holding only what it
+    reads) returns the rows it returns on a connection holding every table, view and column."""
+    import re
+    from pathlib import Path
+
+    import lakesink.driver.sql as sqlmod
+    from lakesink.manifest.queries import orders_rows, query_statements
+
+    monkeypatch.setattr(sqlmod, "end_offset_rows", lambda cfg, topics: [("j", "orders", 0, 0, 9)])
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sql.md").read_text()
+    queries = re.findall(r"^### \d+\. .+?\n\n```sql\n(.*?)```", doc, re.S | re.M)
+    assert len(queries) >= 9
+    cfg = load_config(job_file)
+    with open_duckdb(cfg) as everything:
+        for q in queries:
+            (statement,) = query_statements(q, sqlmod.QUERY_NAMES)
+            with SqlSession(cfg, engine="duckdb") as s:
+                narrow = s.run(statement, None)[0]
+            columns, rows, _ = everything.query(statement, None, order=not orders_rows(statement))
+            assert (narrow.columns, narrow.rows) == (columns, rows), q
