@@ -15,6 +15,7 @@ import argparse
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,20 +63,50 @@ def doc_queries() -> dict[int, str]:
     return {int(n): sql.strip().replace("'orders'", "'orders-0'") for n, _t, sql in found if int(n) != 9}
 
 
-def timed(argv: list[str]) -> float:
+#: The processes' environment: bytecode written and read as an installed package's is (pip compiles it); with
+#: PYTHONDONTWRITEBYTECODE set (as in some shells here) every process compiled lakesink's changed modules again.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+#: CPU seconds (user + system) of each timed process, in order: less bent by other work on the machine than
+#: the wall clock (every process here is mostly single-threaded Python).
+CPU: list[float] = []
+
+
+def timed(argv: list[str], tree: str | None = None) -> float:
+    """Seconds of one `lakesink` process, start to exit; ``tree``: another checkout's lakesink (PYTHONPATH)."""
+    env = ENV if tree is None else {**ENV, "PYTHONPATH": tree}
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", *argv], capture_output=True, text=True, timeout=600,
-                       cwd=ROOT)
+                       cwd=tree or ROOT, env=env)
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(u1.ru_utime - u0.ru_utime + u1.ru_stime - u0.ru_stime)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:4])} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
     return time.monotonic() - t0
 
 
+def _f(v: float, unit: str = "", digits: int = 2) -> str:
+    return "not run" if v != v else f"{v:.{digits}f}{unit}"  # NaN: the route was not run (--no-spark, no baseline)
+
+
+def _commit(tree: str) -> str:
+    r = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000)
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=None, help="write the results section at the top of this file (earlier "
+                                                "sections kept below it)")
+    ap.add_argument("--no-spark", action="store_true", help="the DuckDB route only (no JVM: no lock needed)")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="another checkout (e.g. the main branch) whose DuckDB route is timed too, each of its runs "
+                         "right after this tree's, so both columns see the same machine load")
     args = ap.parse_args()
+    load0 = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="lakesink-bench-sql-"))
     location = str(work / "manifest")
     t0 = time.monotonic()
@@ -86,36 +117,64 @@ def main() -> None:
                    "s3.region=us-east-1\nstore.url=http://127.0.0.1:1\naws.access.key.id=x\naws.secret.access.key=x\n"
                    f"manifest.location={location}\nkafka.bootstrap.servers=127.0.0.1:1\nmetrics.location=none\n")
     queries = doc_queries()
-    results = []
+    # one untimed process first: bytecode written, the manifest's files in the page cache (as for a user's second
+    # query); every timed process still starts cold otherwise (its own interpreter, imports, manifest read)
+    timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", queries[1]])
+    if args.baseline:
+        timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", queries[1]], args.baseline)
+    nan = float("nan")
+    results, base, cpus = [], {}, {}
     for n, q in queries.items():
-        duck = [timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", q]) for _ in range(3)]
-        spark = timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0", q])
+        duck, before, cpu, cpu_before = [], [], [], []
+        for _ in range(3):
+            duck.append(timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", q]))
+            cpu.append(CPU[-1])
+            if args.baseline:
+                before.append(timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", q],
+                                    args.baseline))
+                cpu_before.append(CPU[-1])
+        base[n] = statistics.median(before) if before else nan
+        cpus[n] = (statistics.median(cpu), statistics.median(cpu_before) if cpu_before else nan)
+        spark = nan if args.no_spark else timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0", q])
         results.append((n, statistics.median(duck), spark))
         print(f"query {n:2d}: duckdb {statistics.median(duck):5.2f} s (median of 3)  spark {spark:6.2f} s  "
-              f"ratio {spark / statistics.median(duck):5.1f}x", flush=True)
+              f"ratio {spark / statistics.median(duck):5.1f}x  baseline duckdb {base[n]:5.2f} s", flush=True)
     qfile = work / "all.sql"
     qfile.write_text(";\n".join(queries.values()) + ";\n")
     duck_all = timed(["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", "--file", str(qfile)])
-    spark_all = timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0", "--file", str(qfile)])
+    cpu_all = [CPU[-1], nan]
+    base_all = nan if not args.baseline else timed(
+        ["sql", "--config", str(cfg), "--engine", "duckdb", "--limit", "0", "--file", str(qfile)], args.baseline)
+    cpu_all[1] = CPU[-1] if args.baseline else nan
+    spark_all = nan if args.no_spark else timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0",
+                                                  "--file", str(qfile)])
     worst = max(d for _n, d, _s in results)
     lines = [
         f"# lakesink sql: DuckDB route vs Spark route ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
         "",
         f"`bench/sql.py`: {args.rows:,} object rows in a local path manifest (delta-rs, 21 commits, another job's rows "
         f"beside them); each docs/sql.md query (9 left out: it asks a broker) as its own `lakesink sql` process. "
-        f"{platform.machine()}, {os.cpu_count()} cpu(s), Python {platform.python_version()}.",
+        f"{platform.machine()}, {os.cpu_count()} cpu(s), Python {platform.python_version()}, load average "
+        f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.",
         "",
-        "| query | DuckDB s (median of 3) | Spark s (cold) | Spark / DuckDB |",
-        "|---|---|---|---|",
-        *(f"| {n} | {d:.2f} | {s:.2f} | {s / d:.1f}x |" for n, d, s in results),
-        f"| all 9 in one `--file` process | {duck_all:.2f} | {spark_all:.2f} | {spark_all / duck_all:.1f}x |",
+        *([f"Baseline: the DuckDB route of `{args.baseline}` (git {_commit(args.baseline)}), each of its runs right "
+           f"after this tree's (git {_commit(str(ROOT))}).", ""] if args.baseline else []),
+        "| query | DuckDB s (median of 3) | baseline DuckDB s | DuckDB CPU s | baseline CPU s | Spark s (cold) "
+        "| Spark / DuckDB |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {n} | {d:.2f} | {_f(base[n])} | {cpus[n][0]:.2f} | {_f(cpus[n][1])} | {_f(s)} | {_f(s / d, 'x', 1)} |"
+          for n, d, s in results),
+        f"| all 9 in one `--file` process | {duck_all:.2f} | {_f(base_all)} | {cpu_all[0]:.2f} | {_f(cpu_all[1])} | "
+        f"{_f(spark_all)} | {_f(spark_all / duck_all, 'x', 1)} |",
         "",
         f"Slowest DuckDB query: {worst:.2f} s end to end (target <= {TARGET_S:.0f} s: "
         f"{'met' if worst <= TARGET_S else 'missed'}).",
     ]
     print("\n".join(lines))
     if args.out:
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        out = Path(args.out)
+        earlier = out.read_text() if out.exists() else ""
+        out.write_text("\n".join(lines) + "\n" + (f"\n{earlier}" if earlier else ""))
 
 
 if __name__ == "__main__":

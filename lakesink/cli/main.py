@@ -47,6 +47,18 @@ def version() -> str:
         return __version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version`` as argparse's ``action="version"`` prints it, the version looked up only when asked
+    (importlib.metadata costs about 40 ms, every command)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"lakesink {version()}", file=sys.stdout, flush=True)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from lakesink.errors import EXIT_CODES
 
@@ -55,8 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Archive Kafka topics to S3 with Confluent S3-sink naming and a Delta manifest.",
         epilog="exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()),
     )
-    parser.add_argument("--version", action="version", version=f"lakesink {version()}",
-                        help="print lakesink's version and exit")
+    parser.add_argument("--version", action=_VersionAction, help="print lakesink's version and exit")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text",
                         help="how results are printed: text for people (default) or json (one JSON "
                              "document per result, one per line)")

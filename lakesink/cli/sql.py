@@ -46,6 +46,16 @@ def _read(path: str) -> str:
         raise InvalidArgumentError(f"--file {path}: {e.strerror or e}") from None
 
 
+def _local_tables(cfg) -> bool:
+    """Whether every table ``lakesink sql`` reads (the manifest, its metrics and groups tables beside it) is a
+    local directory, so no S3 credentials are needed."""
+    from lakesink.manifest.location import parse_location
+    from lakesink.manifest.metrics import metrics_location
+
+    return all(parse_location(loc).scheme == "file"
+               for loc in (cfg.manifest_location, metrics_location(cfg)) if loc is not None)
+
+
 def _interactive(session, limit, output) -> None:
     """Statements typed at a terminal, each run when its line ends with ';' (or on an empty line); a bad one
     prints its error line and the loop goes on. Ctrl-D or `\\q` ends it."""
@@ -87,7 +97,8 @@ def run(args: argparse.Namespace, output) -> TableResult | None:
     if text is not None and not text.strip():
         raise InvalidArgumentError("the SQL query is empty" if args.file is None else f"--file {args.file} is empty")
     cfg = load_config(args.config)
-    check_credentials(cfg)  # before the manifest read, whose own error would not say what is missing
+    if not _local_tables(cfg):  # S3 credentials matter only to a table not on this disk (boto3 costs 0.3 s)
+        check_credentials(cfg)  # before the manifest read, whose own error would not say what is missing
     limit = args.limit or None
     with SqlSession(cfg, engine=args.engine, spark=lambda: spark_session(cfg, args.master),
                     all_jobs=args.all_jobs) as session:

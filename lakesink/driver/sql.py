@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT",
-           "QUERY_NAMES", "ENGINES", "sql_engine", "open_duckdb", "SqlSession", "run_queries"]
+           "QUERY_NAMES", "ENGINES", "sql_engine", "open_duckdb", "statement_names", "manifest_columns", "SqlSession", "run_queries"]
 
 DEFAULT_LIMIT = 1000
 #: What a query may read, on either engine.
@@ -160,6 +160,29 @@ def _groups_arrow(cfg: "SinkConfig", all_jobs: bool):
     return table if all_jobs or not table.num_rows else table.filter(pc.equal(table["job"], cfg.name))
 
 
+def _metrics_arrow(cfg: "SinkConfig", all_jobs: bool):
+    """The metrics table as Arrow for the DuckDB route (empty when turned off, not written yet, or unreadable)."""
+    import pyarrow as pa
+
+    from lakesink import wiring
+    from lakesink.manifest.metrics import MetricsTable, metrics_location
+    from lakesink.manifest.metrics import arrow_schema as metrics_schema
+
+    loc = metrics_location(cfg)
+    metrics = pa.Table.from_batches([], schema=metrics_schema())  # not Schema.empty_table(): it imports pandas
+    if loc is not None:
+        try:
+            metrics = MetricsTable(loc, wiring.s3_settings(cfg)).arrow()
+        except Exception as e:  # noqa: BLE001 - as on the Spark route: the views must not depend on it
+            logging.getLogger("lakesink.driver.sql").warning(
+                "metrics table %s not readable: %s", loc, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    if not all_jobs and metrics.num_rows:
+        import pyarrow.compute as pc
+
+        metrics = metrics.filter(pc.equal(metrics["job"], cfg.name))
+    return metrics
+
+
 def sql(spark: "SparkSession", config_or_manifest: Any, query: str, *, config: Any = None,
         all_jobs: bool = False) -> "DataFrame":
     """The DataFrame of ``query`` with the manifest and its views registered: the config's job's rows only,
@@ -227,46 +250,82 @@ def sql_engine(cfg: "SinkConfig", requested: str = "auto") -> str:
     return "spark"
 
 
-def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = True):
-    """A :class:`lakesink.manifest.duck.DuckViews` of ``cfg``'s path manifest (read by delta-rs), its metrics
-    table and, ``with_lag``, the broker's end offsets: the config's job's rows only unless ``all_jobs``."""
-    import pyarrow as pa
+def statement_names(statements: list[str]) -> set[str]:
+    """The names of :data:`QUERY_NAMES` that ``statements`` (checked by :func:`query_statements`) may read, by a
+    word match: a name in a string or a column alias counts too, so it can name too many, never too few."""
+    import re
 
+    return {n for n in QUERY_NAMES if any(re.search(rf"\b{n}\b", s, re.I) for s in statements)}
+
+
+def _reads(names: set[str]) -> set[str]:
+    """``names`` with every name the views among them read (after ``FROM``/``JOIN`` in their SQL), transitively:
+    ``lag`` reads ``committed_offsets``, every view ``manifest``."""
+    import re
+
+    out, todo = set(names), [n for n in names if n in VIEWS]
+    while todo:
+        for n in re.findall(r"\b(?:from|join)\s+(\w+)", VIEWS[todo.pop()], re.I):
+            if n.lower() in QUERY_NAMES and n.lower() not in out:
+                out.add(n.lower())
+                todo.extend([n.lower()] if n.lower() in VIEWS else [])
+    return out
+
+
+def manifest_columns(names: set[str]) -> list[str] | None:
+    """The manifest columns the views among ``names`` (see :func:`statement_names`) read, in table order; None
+    (every column) when ``names`` holds ``manifest`` itself, which a query may read whole. ``job`` and ``topic``
+    always (the lag view's topics). A word match over the views' SQL, so a column too many at worst."""
+    import re
+
+    from lakesink.manifest.rows import COLUMN_NAMES
+
+    if MANIFEST in names:
+        return None
+    words: set[str] = {"job", "topic"}
+    for n in _reads(names) & set(VIEWS):
+        text = VIEWS[n]
+        if "*" in text.lower().replace("count(*)", ""):  # a view reading every column
+            return None
+        words.update(w.lower() for w in re.findall(r"\w+", text))
+    return [c for c in COLUMN_NAMES if c in words]
+
+
+def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = True, names: set[str] | None = None):
+    """A :class:`lakesink.manifest.duck.DuckViews` of ``cfg``'s path manifest (read by delta-rs), its metrics
+    table and, ``with_lag``, the broker's end offsets: the config's job's rows only unless ``all_jobs``.
+
+    ``names`` (:func:`statement_names` of the statements to run; None: all): only the views and tables they read
+    (and what those views read) are registered, and only the manifest columns those views read are read -- the
+    manifest read and each view's transpilation are most of a one-query ``lakesink sql`` process's time. The
+    manifest is handed to DuckDB as delta-rs returns it: pyarrow (and numpy with it) is imported only for the
+    metrics and groups tables and the broker's end offsets, when a statement reads them."""
     from lakesink import wiring
     from lakesink.errors import ManifestError
     from lakesink.manifest.duck import DuckViews
-    from lakesink.manifest.metrics import MetricsTable, metrics_location
-    from lakesink.manifest.metrics import arrow_schema as metrics_schema
 
+    reads = None if names is None else _reads(names)
     manifest = wiring.manifest(cfg)
     if not manifest.exists():
         raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
-    rows = manifest.scan(job=None if all_jobs else cfg.name)
+    rows = manifest.scan(job=None if all_jobs else cfg.name, columns=None if names is None else manifest_columns(names),
+                         native=True)
     tables = {MANIFEST: rows}
-    loc = metrics_location(cfg)
-    metrics = pa.Table.from_batches([], schema=metrics_schema())  # not Schema.empty_table(): it imports pandas
-    if loc is not None:
-        try:
-            metrics = MetricsTable(loc, wiring.s3_settings(cfg)).arrow()
-        except Exception as e:  # noqa: BLE001 - as on the Spark route: the views must not depend on it
-            import logging
-
-            logging.getLogger("lakesink.driver.sql").warning(
-                "metrics table %s not readable: %s", loc, str(e).splitlines()[0] if str(e) else type(e).__name__)
-    if not all_jobs and metrics.num_rows:
-        import pyarrow.compute as pc
-
-        metrics = metrics.filter(pc.equal(metrics["job"], cfg.name))
-    tables[METRICS] = metrics
-    tables[CONSUMER_GROUPS] = _groups_arrow(cfg, all_jobs)
+    if reads is None or METRICS in reads:
+        tables[METRICS] = _metrics_arrow(cfg, all_jobs)
+    if reads is None or CONSUMER_GROUPS in reads:
+        tables[CONSUMER_GROUPS] = _groups_arrow(cfg, all_jobs)
     if with_lag:
-        topics = {t for j, t in zip(rows["job"].to_pylist(), rows["topic"].to_pylist()) if j == cfg.name}
+        import pyarrow as pa
+
+        own = pa.RecordBatchReader.from_stream(rows).read_all()
+        topics = {t for j, t in zip(own["job"].to_pylist(), own["topic"].to_pylist()) if j == cfg.name}
         schema = pa.schema([(END_OFFSET_COLUMNS[0], pa.string()), (END_OFFSET_COLUMNS[1], pa.string()),
                             (END_OFFSET_COLUMNS[2], pa.int32()), (END_OFFSET_COLUMNS[3], pa.int64()),
                             (END_OFFSET_COLUMNS[4], pa.int64())])
         tables[END_OFFSETS] = pa.Table.from_pylist(
             [dict(zip(END_OFFSET_COLUMNS, r)) for r in end_offset_rows(cfg, topics)], schema=schema)
-    return DuckViews(tables)
+    return DuckViews(tables, None if reads is None else reads & set(VIEWS))
 
 
 class SqlSession:
@@ -281,13 +340,17 @@ class SqlSession:
             raise InvalidArgumentError("the Spark route of lakesink sql needs a Spark session")
         self._db: Any = None
         self._db_lag = False
+        self._db_names: set[str] = set()  # what the open connection holds (statement_names of what it was opened for)
         self._views: bool | None = None  # Spark: None until registered, then whether with lag
 
-    def _duck(self, with_lag: bool):
-        if self._db is None or (with_lag and not self._db_lag):
+    def _duck(self, with_lag: bool, names: set[str]):
+        """The connection, opened again (holding what it held and ``names``) when it lacks a name or lag."""
+        if self._db is None or (with_lag and not self._db_lag) or not names <= self._db_names:
             if self._db is not None:
                 self._db.close()
-            self._db = open_duckdb(self.cfg, all_jobs=self.all_jobs, with_lag=with_lag)
+            with_lag = with_lag or self._db_lag
+            self._db_names |= names
+            self._db = open_duckdb(self.cfg, all_jobs=self.all_jobs, with_lag=with_lag, names=self._db_names)
             self._db_lag = with_lag
         return self._db
 
@@ -297,7 +360,7 @@ class SqlSession:
         statements = query_statements(text, QUERY_NAMES)
         results = []
         if self.engine == "duckdb":
-            db = self._duck(any(needs_broker(s) for s in statements))
+            db = self._duck(any(needs_broker(s) for s in statements), statement_names(statements))
             for s in statements:
                 columns, rows, truncated = db.query(s, limit, order=not orders_rows(s))
                 results.append(QueryResult(columns, rows, truncated,

@@ -16,7 +16,7 @@ today in UTC); results come back as naive UTC datetimes, as the Spark route give
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from lakesink.errors import ArchiveQueryError
 from lakesink.manifest.views import VIEWS
@@ -84,9 +84,11 @@ def _python_value(v: Any) -> Any:
 
 class DuckViews:
     """An in-memory DuckDB connection holding ``tables`` (name -> Arrow table) and the views over them; ``lag`` is
-    created only when ``end_offsets`` is among the tables. Locked once built (see the module docstring)."""
+    created only when ``end_offsets`` is among the tables. ``views``: only these views (each transpiled and
+    created costs milliseconds; the caller adds the views they read); None: every view. Locked once built (see the
+    module docstring)."""
 
-    def __init__(self, tables: Mapping[str, "pa.Table"]):
+    def __init__(self, tables: Mapping[str, "pa.Table"], views: "Iterable[str] | None" = None):
         import duckdb
 
         self.names = list(tables)
@@ -95,7 +97,7 @@ class DuckViews:
             self._con.register(f"{name}__arrow", table)
             self._con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "{name}__arrow"')
         for name, text in VIEWS.items():
-            if name == "lag" and "end_offsets" not in tables:
+            if (name == "lag" and "end_offsets" not in tables) or (views is not None and name not in views):
                 continue
             self._con.execute(f'CREATE VIEW "{name}" AS {to_duckdb(text)}')
             self.names.append(name)
