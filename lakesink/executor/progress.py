@@ -172,7 +172,7 @@ def produced_counts(to: Any, key: str, on_event: Any = None, clock: Any = None) 
 
     def event(point: str, info: dict) -> None:
         if point == "produced":
-            handed[0] += 1
+            handed[0] += info.get("n", 1)  # a coarse event stands for its run of records
             try:
                 held = len(info["producer"])
             except (KeyError, TypeError):

@@ -36,6 +36,7 @@ ETag/count check and one rule for which records a cut admits; split up, readers 
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import io
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
@@ -49,7 +50,8 @@ from lakesink.objects.formats.base import RecordView
 from lakesink.manifest.rows import to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
-           "read_records", "read_key_positions", "read_record_batch", "record_bytes_rules"]
+           "read_records", "read_produce_columns", "ProduceColumns", "read_key_positions", "read_record_batch",
+           "record_bytes_rules"]
 
 FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
           "record_count")
@@ -321,12 +323,27 @@ def _positions(store, obj: ArchivedObject, cut: Cut, overlap: bool | None, offse
     # (outside any time cut); without metadata the bounds are all there is
     keep: list[int] | None = None
     if not (overlap is True and (md is None or not (cut.by_time and any_ts_missing))):
-        admits = cut.admits
-        offs_l, tss_l = offs.to_pylist(), tss.to_pylist()
-        keep = [i for i in range(n) if admits(offs_l[i], tss_l[i])]
+        keep = np.flatnonzero(admitted(cut, offs, tss)).tolist()
         if len(keep) == n:
             keep = None
     return offs, tss, types, keep
+
+
+def admitted(cut: Cut, offs: Any, tss: Any) -> Any:
+    """:meth:`Cut.admits` of every record at once (``offs``, ``tss``: pyarrow int64, null where unknown): a numpy
+    bool array. An unknown offset passes the offset bounds; an unknown timestamp fails a time cut."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pa.array(np.ones(len(offs), np.bool_))
+    for bound, test, col, unknown in ((cut.from_offset, pc.greater_equal, offs, True),
+                                      (cut.to_offset, pc.less_equal, offs, True),
+                                      (cut.from_ts, pc.greater_equal, tss, False),
+                                      (cut.to_ts, pc.less_equal, tss, False)):
+        if bound is not None:
+            mask = pc.and_(mask, pc.fill_null(test(col, pa.scalar(bound, pa.int64())), unknown))
+    return mask.to_numpy(zero_copy_only=False)
 
 
 def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
@@ -390,6 +407,74 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
     if c.keep is None:
         return [RestoredRecord(topic, part, *r) for r in zip(offs, tss, types, keys, values, headers)]
     return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in c.keep]
+
+
+class ProduceColumns(NamedTuple):
+    """The records of one object inside a cut as a producer takes them, a column at a time (what a plain restore
+    produces; :func:`read_produce_columns`): per record, ``values`` and ``keys`` (bytes or None), ``headers`` (a
+    list of (str, bytes | None) pairs, or None) and ``timestamps`` (epoch ms, 0 where unknown: librdkafka's "now"),
+    all Python lists; ``offsets`` (numpy int64, ascending) and ``sizes`` (numpy int64, n + 1: the running sum of
+    each record's key + value + header bytes as restore counts them, ``sizes[i]`` before record i)."""
+
+    offsets: Any
+    timestamps: list
+    keys: list
+    values: list
+    headers: list
+    sizes: Any
+    #: each record's timestamp, null where unknown (pyarrow int64): for a check of the whole column
+    timestamps_arrow: Any
+
+
+def read_produce_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None,
+                         cut: Cut = NO_CUT, key_decoder: str = "bytes",
+                         value_decoder: str | None = None) -> "ProduceColumns | None":
+    """:func:`read_records` of one object (same arguments and checks) as :class:`ProduceColumns`, built a column
+    at a time (no per-record object but the bytes and the header lists); None when the cut leaves no record."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    c = _read_columns(store, fmt, obj, keys_format=keys_format, headers_format=headers_format, cut=cut,
+                      key_decoder=key_decoder, value_decoder=value_decoder)
+    if c is None:
+        return None
+    offs, tss, keys, values, h = c.offs, c.tss, c.keys, c.values, c.headers
+    hoff = np.asarray(h.offsets, np.int64)
+    # bytes as restore counts them: len(value) + len(key) + len(header key) (characters) + len(header value)
+    hsize = np.zeros(len(h.keys) + 1, np.int64)
+    if len(h.keys):
+        hsize[1:] = np.cumsum(pc.utf8_length(h.keys).to_numpy(zero_copy_only=False)
+                              + pc.fill_null(pc.binary_length(h.values), 0).to_numpy(zero_copy_only=False))
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if c.keep is not None:
+        take = pa.array(c.keep, pa.int64())
+        offs, tss, keys, values = offs.take(take), tss.take(take), keys.take(take), values.take(take)
+        sel = np.asarray(c.keep, np.int64)
+        starts, ends = hoff[sel], hoff[sel + 1]
+    else:
+        starts, ends = hoff[:-1], hoff[1:]
+    size = (pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            + pc.fill_null(pc.binary_length(keys), 0).to_numpy(zero_copy_only=False)
+            + (hsize[ends] - hsize[starts]))
+    sizes = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=sizes[1:])
+    # a list and a tuple per record, none of them in a cycle: the cyclic GC, which would otherwise walk the
+    # worker's heap every 700 of them (3/4 of this function's time), is held off while they are made
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        if len(h.keys):
+            pairs = list(zip(h.keys.to_pylist(), h.values.to_pylist()))
+            headers = [pairs[a:b] or None for a, b in zip(starts.tolist(), ends.tolist())]
+        else:
+            headers = [None] * len(size)
+        return ProduceColumns(offs.to_numpy(zero_copy_only=False), pc.fill_null(tss, 0).to_pylist(),
+                              keys.to_pylist(), values.to_pylist(), headers, sizes, tss)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def read_key_positions(store, obj: ArchivedObject, *, keys_format, cut: Cut = NO_CUT,

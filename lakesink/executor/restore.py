@@ -62,7 +62,8 @@ from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedEr
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
-from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_key_positions, read_records
+from lakesink.executor.readback import (NO_CUT, ArchivedObject, Cut, ProduceColumns, read_key_positions,
+                                       read_produce_columns, read_records)
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress, routed_group)
 
@@ -248,7 +249,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
                       routers: Mapping[str, Any] | None = None, groups: Any = None,
-                      on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
+                      on_event: Callable[[str, dict], None] | None = None,
+                      coarse_events: bool = False) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
     (the :class:`~lakesink.executor.coverage.Coverage` in progress group :func:`progress_group` of ``name``) is
@@ -259,7 +261,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``commit_per_object``, and at the end (a last transaction may carry progress only). ``on_event(point,
     info)`` is called at ``begin`` (a transaction opens), ``produced`` (after each record is handed to the
     producer; ``info`` has ``producer``, ``offset``, ``in_txn``) and ``committed`` (``next_offset``): tests use
-    it to kill the worker at those points. ``latest_per_key``: only each key's last selected record is produced
+    it to kill the worker at those points. With ``coarse_events``, a plain restore reports ``produced`` once per
+    run of up to 256 records instead (``info``: ``producer``, ``offset`` of the run's last record, ``n`` records):
+    what a progress display needs, at a fraction of the cost. ``latest_per_key``: only each key's last selected record is produced
     (``drop_tombstones``: not when it is a tombstone); see the module docstring. ``schema_ids``: an
     :class:`~lakesink.schemas.registry_copy.IdMap`: each value's and key's schema id is rewritten through it just
     before the record is produced (a record it cannot map fails the restore, naming it, and is not produced).
@@ -378,6 +382,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             emit("committed", {"next_offset": offset})
 
         groups = clusters(objs)
+        # a plain restore (no key-dependent choice, routing, id rewriting or group placement) produces each object's
+        # columns in runs (:func:`_produce_columns`); the others go record by record below
+        fast = not latest_per_key and router is None and new_value is None and hook is None
         latest, kept, scanned = None, [], {}
         if latest_per_key:  # first pass: every key's last record (see the module docstring)
             latest = LatestPerKey(f"{src_topic}-{src_part}", drop_tombstones)
@@ -406,6 +413,17 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 if k == len(kept) or kept[k] > c_hi:
                     result.superseded += scanned[ci]  # every record an older version of its key: not read
                     continue
+            if fast and not check and len(members) == 1:  # the plain restore's path: a column at a time
+                cols = read_produce_columns(store, fmt, members[0], keys_format=keys_format,
+                                            headers_format=headers_format, cut=cut, key_decoder=key_decoder,
+                                            value_decoder=value_decoder)
+                result.objects_read += 1
+                if cols is not None:
+                    _produce_columns(txn, cols, topic, partition, members[0], commit, result, emit, coarse_events,
+                                     on_event is not None, records_per_txn, bytes_per_txn, max_future_ms, dest)
+                if commit_per_object and txn.open:
+                    commit(c_hi if cap is None else min(c_hi, cap))
+                continue
             reads = []
             for obj in members:
                 # (latest per key: records of one offset are counted across the cluster's objects, so all are read)
@@ -502,6 +520,99 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             result.groups = hook.report()
         result.seconds = time.monotonic() - t0
     return result
+
+
+#: records handed to the producer between two polls (delivery reports served, failures checked)
+_RUN = 256
+
+
+def _produce_columns(txn: _Txn, cols: ProduceColumns, topic: str, partition: int, obj: ArchivedObject,
+                     commit: Callable[[int], None], result: RestoreResult, emit: Callable[[str, dict], None],
+                     coarse: bool, events: bool, records_per_txn: int, bytes_per_txn: int, max_future_ms: int,
+                     dest: str) -> None:
+    """Produce one object's records (a plain restore: every record of ``cols`` is produced, in order) with the
+    record loop's rules, decided a column at a time: a transaction commits at the first record at which it holds
+    ``records_per_txn`` records or ``bytes_per_txn`` bytes and the next record has another offset; a record
+    timestamped more than ``max_future_ms`` ahead fails the restore before it is produced. Between the commits
+    the records go to the producer in runs of :data:`_RUN`, the only Python per record being the ``produce``
+    call (and ``on_event``'s ``produced``, per record when ``events`` and not ``coarse``)."""
+    import numpy as np
+    from confluent_kafka import KafkaException
+
+    offs, sizes = cols.offsets, cols.sizes
+    n = len(offs)
+    stop = n
+    ts = cols.timestamps_arrow
+    limit = int(time.time() * 1000) + max_future_ms
+    if ts.null_count < n:
+        late = np.flatnonzero(ts.fill_null(0).to_numpy(zero_copy_only=False) > limit)
+        if len(late):
+            stop = int(late[0])
+    values, keys, headers, stamps = cols.values, cols.keys, cols.headers, cols.timestamps
+    produce, cb = txn.producer.produce, txn.on_delivery
+    each = events and not coarse
+    i = 0
+    while i < stop:
+        txn.begin()
+        if txn.records == 0:
+            emit("begin", {"offset": int(offs[i])})
+        # the record at which this transaction is full (records or bytes), then past records sharing its offset
+        # (records a transform made of one Kafka record: progress only after the last of them)
+        full = min(i + records_per_txn - txn.records,
+                   int(np.searchsorted(sizes, sizes[i] + bytes_per_txn - txn.bytes, "left")))
+        end = max(full, i + 1)
+        closes = end <= n
+        if closes:
+            end = int(np.searchsorted(offs, offs[end - 1], "right"))
+        if end > stop:
+            end, closes = stop, False
+        a = i
+        while a < end:
+            b = min(a + _RUN, end)
+            k = a
+            while k < b:
+                try:  # positional: topic, value, key, partition, callback, on_delivery, timestamp, headers
+                    if each:
+                        for k in range(k, b):
+                            produce(topic, values[k], keys[k], partition, None, cb, stamps[k], headers[k])
+                            txn.records += 1
+                            emit("produced", {"producer": txn.producer, "offset": int(offs[k]),
+                                              "in_txn": txn.records, "partition": partition})
+                    else:
+                        for k in range(k, b):
+                            produce(topic, values[k], keys[k], partition, None, cb, stamps[k], headers[k])
+                    k = b
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    txn.producer.poll(0.1)
+                except KafkaException as e:
+                    txn.abort()
+                    raise _fail(e, f"produce of {obj.topic}-{obj.kafka_partition}@{int(offs[k])}", dest,
+                                txn) from None
+            txn.producer.poll(0)  # serve (failed) delivery reports
+            if not each:
+                txn.records += b - a
+            got = int(sizes[b] - sizes[a])
+            txn.bytes += got
+            result.produced += b - a
+            result.bytes += got
+            if events and coarse:
+                emit("produced", {"producer": txn.producer, "offset": int(offs[b - 1]), "n": b - a,
+                                  "partition": partition})
+            if txn.errors:
+                txn.abort()
+                raise _delivery_failure(txn.errors, dest)
+            a = b
+        if closes:
+            commit(int(offs[end - 1]))
+        i = end
+    if stop < n:
+        txn.abort()
+        t = stamps[stop]
+        when = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).isoformat()
+        raise RestoreTimestampError(
+            f"{dest}: record {obj.topic}-{obj.kafka_partition}@{int(offs[stop])} has timestamp {t} ({when}), more "
+            f"than {max_future_ms} ms in the future: the broker refuses it (log.message.timestamp.after.max.ms); "
+            f"nothing after the last committed progress was produced")
 
 
 def produced_key_bytes(key: Any) -> bytes | None:
