@@ -50,7 +50,7 @@ from lakesink.objects.formats.base import RecordView
 from lakesink.manifest.rows import to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
-           "read_records", "read_produce_columns", "ProduceColumns", "read_key_positions", "read_record_batch",
+           "read_records", "read_produce_columns", "ProduceColumns", "count_in_cut", "read_key_positions", "read_record_batch",
            "record_bytes_rules"]
 
 FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
@@ -248,6 +248,20 @@ def read_metadata(store, obj: ArchivedObject):
         raise CorruptObjectError(f"{store.uri(key)}: offsets {offs[0]}..{offs[-1]} (ascending: no) disagree with the "
                                  f"manifest's {obj.first_offset}..{obj.last_offset}")
     return md
+
+
+def count_in_cut(store, obj: ArchivedObject, cut: Cut) -> int | None:
+    """How many of ``obj``'s records ``cut`` takes, exactly, from its record-metadata side file alone (checked
+    as :func:`read_metadata` does); None without one."""
+    import numpy as np
+    import pyarrow as pa
+
+    md = read_metadata(store, obj)
+    if md is None:
+        return None
+    offs, ts, present, _types = md
+    return int(np.count_nonzero(admitted(cut, pa.array(offs, pa.int64()),
+                                         pa.array(ts, pa.int64(), mask=None if present.all() else ~present))))
 
 
 def read_blockgzip_positions(store, fmt, obj: ArchivedObject, positions: Sequence[int]) -> list[bytes | None]:

@@ -116,8 +116,13 @@ class RestoreSummary:
     exact: bool = True
 
 
-def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT) -> RestoreSummary:
-    """Objects, records and bytes (value objects and their side files) a restore with ``cut`` reads."""
+def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT,
+            count: Callable[[ArchivedObject], int | None] | None = None) -> RestoreSummary:
+    """Objects, records and bytes (value objects and their side files) a restore with ``cut`` reads. ``count``:
+    the exact number of an object's records inside the cut, for an object the cut falls inside whose rows cannot
+    tell, and with a time cut for every object (its manifest bounds leave out records without a timestamp, which
+    no time cut takes). None: unknown; :func:`~lakesink.executor.readback.count_in_cut` reads the metadata side
+    file."""
     n_obj = records = size = 0
     exact = True
     for obj in objects:
@@ -126,16 +131,20 @@ def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT) -> RestoreSumm
             continue
         n_obj += 1
         size += (obj.size_bytes or 0) + sum(int(s.get("size_bytes") or 0) for s in obj.side_files)
-        if overlap is True:
-            records += obj.record_count
+        if overlap is True and not (cut.by_time and count is not None):
+            records += obj.record_count  # (a record without a timestamp is outside a time cut: only count knows)
             continue
         if obj.contiguous and not cut.by_time:  # offsets are first..last: count the cut exactly
             lo = max(obj.first_offset, cut.from_offset if cut.from_offset is not None else obj.first_offset)
             hi = min(obj.last_offset, cut.to_offset if cut.to_offset is not None else obj.last_offset)
             records += max(0, hi - lo + 1)
         else:
-            records += obj.record_count
-            exact = False
+            inside = count(obj) if count is not None else None
+            if inside is None:  # unknown: the whole object (what a restore reads of it without metadata)
+                records += obj.record_count
+                exact = exact and overlap is True
+            else:
+                records += inside
     return RestoreSummary(n_obj, records, size, exact)
 
 
