@@ -106,6 +106,9 @@ class PartitionRestore:
     tombstones_dropped: int = 0
     #: objects the worker read (the manifest's bounds leave out those a cut cannot reach; progress, those restored)
     objects_read: int = 0
+    #: Avro blocks / Block-GZIP chunks of those objects a cut inside them decoded, and left unread
+    blocks_read: int = 0
+    blocks_skipped: int = 0
     #: a routed restore (``--partitioner`` / ``--partition-map``; ``partition`` is then -1): where its records go,
     #: e.g. ``orders6-0..5 by key (keyless: orders6-1)`` or ``orders2-1``, and the progress group of its source
     route: str | None = None
@@ -161,6 +164,14 @@ class RestoreReport:
     @property
     def objects_read(self) -> int:
         return sum(p.objects_read for p in self.partitions)
+
+    @property
+    def blocks_read(self) -> int:
+        return sum(p.blocks_read for p in self.partitions)
+
+    @property
+    def blocks_skipped(self) -> int:
+        return sum(p.blocks_skipped for p in self.partitions)
 
     @property
     def bytes(self) -> int:
@@ -616,6 +627,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]
         p.skipped, p.superseded, p.tombstones_dropped = res["skipped"], res["superseded"], res["tombstones_dropped"]
         p.objects_read = res.get("objects_read", 0)
+        p.blocks_read, p.blocks_skipped = res.get("blocks_read", 0), res.get("blocks_skipped", 0)
         if targets is not None:
             report.groups = [ln for ln in report.groups if not ln.startswith(tuple(
                 f"{w.group}: {p.source_topic}-{p.source_partition} " for w in

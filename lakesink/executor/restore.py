@@ -60,6 +60,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError,
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
+from lakesink.executor.blockcut import BlockCounts
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import (NO_CUT, ArchivedObject, Cut, ProduceColumns, read_key_positions,
@@ -162,6 +163,9 @@ class RestoreResult:
     resumed_from: int | None = None
     next_offset: int | None = None
     objects_read: int = 0
+    #: Avro blocks and Block-GZIP chunks of the objects read that a cut inside them decoded and left unread
+    blocks_read: int = 0
+    blocks_skipped: int = 0
     bytes: int = 0
     seconds: float = 0.0
     events: list[str] = field(default_factory=list)
@@ -326,6 +330,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, tid, group, timeout_s)
+    blocks = BlockCounts()
     hook = None
     try:
         if groups is not None:
@@ -425,7 +430,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             if fast and not check and len(members) == 1:  # the plain restore's path: a column at a time
                 cols = read_produce_columns(store, fmt, members[0], keys_format=keys_format,
                                             headers_format=headers_format, cut=cut, key_decoder=key_decoder,
-                                            value_decoder=value_decoder)
+                                            value_decoder=value_decoder, blocks=blocks)
                 result.objects_read += 1
                 if cols is not None:
                     _produce_columns(txn, cols, topic, partition, members[0], commit, result, emit, coarse_events,
@@ -440,7 +445,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     result.skipped += obj.record_count  # already there, every record: not even read
                     continue
                 reads.append(read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format,
-                                          cut=cut, key_decoder=key_decoder, value_decoder=value_decoder))
+                                          cut=cut, key_decoder=key_decoder, value_decoder=value_decoder,
+                                          blocks=blocks))
                 result.objects_read += 1
             # objects of one commit group interleave in offsets (Field/TimeBased partitioners): one offset order
             records = reads[0] if len(reads) == 1 else list(heapq.merge(*reads, key=lambda r: r.offset))
@@ -521,6 +527,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             end = max(o.last_offset for o in objs)
             commit(end if cap is None else min(end, cap), final=True)
     finally:
+        result.blocks_read, result.blocks_skipped = blocks.read, blocks.skipped
         if txn.open:
             txn.abort()
         txn.close()

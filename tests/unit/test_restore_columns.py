@@ -83,3 +83,49 @@ def test_dry_run_without_a_metadata_side_file_stays_an_upper_bound(tmp_path):
     cut = Cut(from_ts=BASE_TS + 1)
     assert count_in_cut(store, objs[0], cut) is None
     assert dry_run(objs, cut, lambda o: count_in_cut(store, o, cut)) == RestoreSummary(1, 3, objs[0].size_bytes, False)
+
+
+def test_a_cut_inside_avro_files_decodes_only_the_blocks_holding_its_records(tmp_path):
+    """Values, keys and headers in Avro containers of several blocks each (64 kB blocks): a time cut inside the
+    object decodes only the blocks that hold its records (counted), and gives the same records as a full read."""
+    import io
+
+    import fastavro
+
+    from lakesink.executor.blockcut import BlockCounts, avro_blocks
+    from support.archive_helpers import PARSED
+
+    n = 600
+    cfg = config(tmp_path, "avro", store_kafka_keys="true", store_kafka_headers="true", flush_size=str(n),
+                 keys_format_class="avro", headers_format_class="avro")
+
+    def datum(i: int) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, PARSED, {"id": i, "s": "x" * 500, "tags": [], "opt": None})
+        return out.getvalue()
+
+    offsets = list(range(n))
+    tss = [BASE_TS + 1000 * i for i in range(n)]
+    rows = archive(cfg, [batch([datum(i) for i in offsets], offsets, tss, [0] * n, [b"k" * 200 + b"%d" % i for i in offsets],
+                               [[("h", b"v" * 300)] for _ in offsets])], 0, n)
+    (obj,) = [ArchivedObject.from_row(r) for r in rows]
+    store = open_store(wiring.store_settings(cfg))
+    files = [obj.object_key, obj.side("keys")["key"], obj.side("headers")["key"]]
+    per_file = [len(avro_blocks(store.read(k))[1]) for k in files]
+    assert min(per_file) >= 2, per_file  # several blocks in every file, or the test tests nothing
+    kw = dict(keys_format=wiring.keys_format(cfg), headers_format=wiring.headers_format(cfg),
+              key_decoder=cfg.key_decoder)
+    fmt = wiring.value_format(cfg)
+    everything = read_records(store, fmt, obj, **kw)
+    cut = Cut(from_ts=BASE_TS + 1000 * 290, to_ts=BASE_TS + 1000 * 309)  # 20 records in the middle
+    counts = BlockCounts()
+    got = read_records(store, fmt, obj, cut=cut, blocks=counts, **kw)
+    assert got == [r for r in everything if 290 <= r.offset <= 309]
+    assert counts.read <= 6 and counts.read + counts.skipped == sum(per_file) and counts.skipped >= sum(per_file) - 6
+    cols_counts = BlockCounts()
+    cols = read_produce_columns(store, fmt, obj, cut=cut, blocks=cols_counts, **kw)
+    assert cols.values == [r.value for r in got] and cols.headers == [r.headers for r in got]
+    assert cols_counts == counts
+    # no cut inside the object: every block decoded, none counted as skipped
+    whole = BlockCounts()
+    assert read_records(store, fmt, obj, blocks=whole, **kw) == everything and whole == BlockCounts()
