@@ -129,3 +129,101 @@ def test_a_cut_inside_avro_files_decodes_only_the_blocks_holding_its_records(tmp
     # no cut inside the object: every block decoded, none counted as skipped
     whole = BlockCounts()
     assert read_records(store, fmt, obj, blocks=whole, **kw) == everything and whole == BlockCounts()
+
+
+class _FakeProducer:
+    """Records what the worker hands over (a unit test of the transaction rules; the real producer is in the
+    integration tests)."""
+
+    def __init__(self):
+        self.produced = []
+
+    def produce(self, topic, value, key, partition, _callback, on_delivery, timestamp, headers):
+        self.produced.append((value, key, partition, timestamp, headers))
+
+    def poll(self, _timeout):
+        return 0
+
+
+class _FakeTxn:
+    def __init__(self):
+        self.producer, self.errors, self.records, self.bytes, self.open = _FakeProducer(), [], 0, 0, False
+        self.aborted = False
+
+    def on_delivery(self, err, msg):
+        pass
+
+    def begin(self):
+        if not self.open:
+            self.open, self.records, self.bytes = True, 0, 0
+
+    def abort(self):
+        self.open, self.aborted = False, True
+
+
+def _columns(offsets, sizes, timestamps=None):
+    import numpy as np
+    import pyarrow as pa
+
+    from lakesink.executor.readback import ProduceColumns
+
+    n = len(offsets)
+    ts = timestamps or [BASE_TS] * n
+    values = [b"v" * s for s in sizes]
+    run = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=run[1:])
+    return ProduceColumns(np.asarray(offsets, np.int64), ts, [None] * n, values, [None] * n, run,
+                          pa.array(ts, pa.int64()))
+
+
+def _run(cols, records_per_txn, bytes_per_txn, txn=None):
+    from lakesink.executor.restore import RestoreResult, _produce_columns
+
+    txn = txn or _FakeTxn()
+    commits, events = [], []
+
+    def commit(upto):
+        commits.append((upto, txn.records, txn.bytes))
+        txn.open = False
+
+    obj = ArchivedObject("t", 0, "k", "e", None, int(cols.offsets[0]), int(cols.offsets[-1]), len(cols.offsets))
+    result = RestoreResult()
+    _produce_columns(txn, cols, "dest", 0, obj, commit, result, lambda p, i: events.append((p, i.get("offset"))),
+                     False, True, records_per_txn, bytes_per_txn, 3_600_000, "restore into dest-0")
+    return txn, commits, events, result
+
+
+def test_transactions_close_where_the_record_loop_closed_them():
+    """Every records_per_txn records or bytes_per_txn bytes, whichever first, but never between records sharing an
+    offset (a transform's records of one Kafka record); the open rest stays open for the caller's last commit."""
+    offsets = [0, 1, 2, 2, 2, 3, 4, 5, 6, 7]
+    txn, commits, events, result = _run(_columns(offsets, [10] * 10), 2, 10**6)
+    assert [c[0] for c in commits] == [1, 2, 4, 6] and txn.open and txn.records == 1
+    assert [c[1] for c in commits] == [2, 3, 2, 2]  # the offset-2 group is closed as one
+    assert result.produced == 10 and len(txn.producer.produced) == 10 and result.bytes == 100
+    assert [e for e in events if e[0] == "begin"] == [("begin", 0), ("begin", 2), ("begin", 3), ("begin", 5),
+                                                      ("begin", 7)]
+    assert [e[1] for e in events if e[0] == "produced"] == offsets  # per record without coarse events
+    _txn, commits, _e, _r = _run(_columns(list(range(6)), [5, 5, 30, 1, 1, 40]), 100, 40)
+    assert [c[:2] for c in commits] == [(2, 3), (5, 3)]  # 40 bytes reached at the 3rd and at the 6th record
+    # a transaction left open by the previous object counts on
+    txn = _FakeTxn()
+    txn.begin()
+    txn.records, txn.bytes = 1, 0
+    _t, commits, _e, _r = _run(_columns(list(range(4)), [1] * 4), 2, 10**6, txn)
+    assert [c[:2] for c in commits] == [(0, 2), (2, 2)]
+
+
+def test_a_record_too_far_in_the_future_stops_the_restore_before_it_is_produced():
+    from lakesink.errors import RestoreTimestampError
+
+    import time
+
+    far = int(time.time() * 1000) + 2 * 3_600_000
+    cols = _columns(list(range(5)), [1] * 5, [BASE_TS, BASE_TS, BASE_TS, far, BASE_TS])
+    with pytest.raises(RestoreTimestampError, match=r"t-0@3 has timestamp"):
+        _run(cols, 2, 10**6)
+    txn = _FakeTxn()
+    with pytest.raises(RestoreTimestampError):
+        _run(cols, 2, 10**6, txn)
+    assert len(txn.producer.produced) == 3 and txn.aborted  # records 0-2 handed over, the open one aborted
