@@ -71,7 +71,8 @@ from lakesink.executor.restore_progress import (check_group_idle, group_coverage
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
            "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
            "RestoreSummary", "RestoreResult", "dry_run",
-           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters"]
+           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters",
+           "produce_columns"]
 
 log = logging.getLogger("lakesink.executor.restore")
 
@@ -397,7 +398,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
 
         groups = clusters(objs)
         # a plain restore (no key-dependent choice, routing, id rewriting or group placement) produces each object's
-        # columns in runs (:func:`_produce_columns`); the others go record by record below
+        # columns in runs (:func:`produce_columns`); the others go record by record below
         fast = not latest_per_key and router is None and new_value is None and hook is None
         latest, kept, scanned = None, [], {}
         if latest_per_key:  # first pass: every key's last record (see the module docstring)
@@ -433,7 +434,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                                             value_decoder=value_decoder, blocks=blocks)
                 result.objects_read += 1
                 if cols is not None:
-                    _produce_columns(txn, cols, topic, partition, members[0], commit, result, emit, coarse_events,
+                    produce_columns(txn, cols, topic, partition, members[0], commit, result, emit, coarse_events,
                                      on_event is not None, records_per_txn, bytes_per_txn, max_future_ms, dest)
                 if commit_per_object and txn.open:
                     commit(c_hi if cap is None else min(c_hi, cap))
@@ -542,7 +543,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
 _RUN = 256
 
 
-def _produce_columns(txn: _Txn, cols: ProduceColumns, topic: str, partition: int, obj: ArchivedObject,
+def produce_columns(txn: _Txn, cols: ProduceColumns, topic: str, partition: int, obj: ArchivedObject,
                      commit: Callable[[int], None], result: RestoreResult, emit: Callable[[str, dict], None],
                      coarse: bool, events: bool, records_per_txn: int, bytes_per_txn: int, max_future_ms: int,
                      dest: str) -> None:

@@ -177,7 +177,7 @@ def _columns(offsets, sizes, timestamps=None):
 
 
 def _run(cols, records_per_txn, bytes_per_txn, txn=None):
-    from lakesink.executor.restore import RestoreResult, _produce_columns
+    from lakesink.executor.restore import RestoreResult, produce_columns
 
     txn = txn or _FakeTxn()
     commits, events = [], []
@@ -188,7 +188,7 @@ def _run(cols, records_per_txn, bytes_per_txn, txn=None):
 
     obj = ArchivedObject("t", 0, "k", "e", None, int(cols.offsets[0]), int(cols.offsets[-1]), len(cols.offsets))
     result = RestoreResult()
-    _produce_columns(txn, cols, "dest", 0, obj, commit, result, lambda p, i: events.append((p, i.get("offset"))),
+    produce_columns(txn, cols, "dest", 0, obj, commit, result, lambda p, i: events.append((p, i.get("offset"))),
                      False, True, records_per_txn, bytes_per_txn, 3_600_000, "restore into dest-0")
     return txn, commits, events, result
 
