@@ -589,16 +589,18 @@ def produce_columns(txn: _Txn, cols: ProduceColumns, topic: str, partition: int,
             b = min(a + _RUN, end)
             k = a
             while k < b:
-                try:  # positional: topic, value, key, partition, callback, on_delivery, timestamp, headers
+                # positional: topic, value, key, partition, callback, on_delivery (an alias: None in the callback
+                # slot would win over it, and no report would come), timestamp, headers
+                try:
                     if each:
                         for k in range(k, b):
-                            produce(topic, values[k], keys[k], partition, None, cb, stamps[k], headers[k])
+                            produce(topic, values[k], keys[k], partition, cb, None, stamps[k], headers[k])
                             txn.records += 1
                             emit("produced", {"producer": txn.producer, "offset": int(offs[k]),
                                               "in_txn": txn.records, "partition": partition})
                     else:
                         for k in range(k, b):
-                            produce(topic, values[k], keys[k], partition, None, cb, stamps[k], headers[k])
+                            produce(topic, values[k], keys[k], partition, cb, None, stamps[k], headers[k])
                     k = b
                 except BufferError:  # the local queue is full: let deliveries drain it
                     txn.producer.poll(0.1)

@@ -227,3 +227,21 @@ def test_a_record_too_far_in_the_future_stops_the_restore_before_it_is_produced(
     with pytest.raises(RestoreTimestampError):
         _run(cols, 2, 10**6, txn)
     assert len(txn.producer.produced) == 3 and txn.aborted  # records 0-2 handed over, the open one aborted
+
+
+def test_a_failed_delivery_reaches_the_worker():
+    """The delivery callback goes where librdkafka calls it (a None ``callback`` would win over ``on_delivery``,
+    and no report would come): a real producer whose messages time out (no broker) reports each failure."""
+    from confluent_kafka import Producer
+
+    from lakesink.executor.restore import RestoreResult, produce_columns
+
+    txn = _FakeTxn()
+    txn.producer = Producer({"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 50, "log_level": 0,
+                             "delivery.report.only.error": True})
+    txn.on_delivery = lambda err, msg: txn.errors.append((err, msg.offset()))
+    obj = ArchivedObject("t", 0, "k", "e", None, 0, 299, 300)
+    produce_columns(txn, _columns(list(range(300)), [1] * 300), "dest", 0, obj, lambda upto: None, RestoreResult(),
+                    lambda p, i: None, False, False, 10**6, 10**9, 3_600_000, "restore into dest-0")
+    assert txn.producer.flush(10) == 0
+    assert len(txn.errors) == 300
