@@ -371,17 +371,16 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 return  # nothing new: no transaction
             txn.begin()
             try:
-                # every record delivered, or its refusal reported (what the broker said of it, which a failed
-                # offsets request after it would not say), before the progress goes in
-                txn.producer.flush(timeout_s)
-                if txn.errors:
-                    raise _delivery_failure(txn.errors, dest)
                 if hook is not None:  # consumer groups, in the transaction of the records they point at or past
+                    txn.producer.flush(timeout_s)
                     for gmd, tps in hook.offsets(final, lambda: txn.consumer.get_watermark_offsets(
                             TopicPartition(topic, partition), timeout_s)[1]):
                         txn.producer.send_offsets_to_transaction(tps, gmd, timeout_s)
                 txn.producer.send_offsets_to_transaction([TopicPartition(topic, d, offset, md) for d in slots],
                                                          group_md, timeout_s)
+                txn.producer.flush(timeout_s)
+                if txn.errors:
+                    raise _delivery_failure(txn.errors, dest)
                 txn.producer.commit_transaction(timeout_s)
             except KafkaException as e:
                 txn.abort()
