@@ -21,6 +21,16 @@ manifest on a local path, so the numbers are compute-bound, not moto-bound):
   archive, recorded by the sink's ``consumer.groups``, placed on the restored topic in the restore's transactions;
   checked: the group resumes at the record it had not consumed).
 
+``--cold`` (issue #30 item 2) measures instead what a user's ``lakesink restore`` costs: CPU, the process tree's
+user+system time (``bench/cold.py``), per million records, every path a fresh process. One KafkaBroker and one
+moto S3 endpoint; N JSON records (key, one header, CreateTime ``base + i`` ms) archived by a cold
+``lakesink sink --once --flush-tail`` (local engine; keys, headers and the metadata side file stored), then, each
+``--runs`` times: ``lakesink restore --to-topic`` of everything; ``restore --from-time/--to-time`` of the middle
+quarter of the records (its JSON line's ``objects_read`` / ``blocks_skipped`` printed) and that window's
+``--dry-run`` (its record count checked to be exact); and the **restore floor** of ``bench/floor.py`` (one
+transactional librdkafka producer, the same values from a local file, no keys or headers). Target (printed, never
+asserted): <= 10 CPU-s per million records for the full restore.
+
 A warm-up (a small restore and the baselines on a small topic) loads the JVM classes and Python workers first.
 Ratios = lakesink records/s / baseline records/s. Targets (printed, never asserted): restore >= 1.0x,
 read_archive >= 0.8x. Each timed path runs once (``--repeat`` for best-of).
@@ -164,8 +174,144 @@ def timed(fn, repeat: int = 1):
     return best, out
 
 
+def produce_timed(servers: str, topic: str, n: int, base_ms: int) -> None:
+    """``n`` JSON records like :func:`produce` (one version per key), record i timestamped ``base_ms + i``."""
+    from confluent_kafka import Producer
+
+    make = value_maker("json")
+    p = Producer({"bootstrap.servers": servers, "linger.ms": 50, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": 500_000, "enable.idempotence": False, "acks": "1"})
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=make(i), key=b"k%d" % i, headers=[("i", b"%d" % i)],
+                          partition=i % PARTITIONS, timestamp=base_ms + i)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 20000 == 0:
+            p.poll(0)
+    if p.flush(120):
+        raise RuntimeError(f"could not deliver every record to {topic}")
+
+
+def cold_main(a) -> int:
+    """``--cold``: cold CLI processes, process-tree CPU (see the module docstring)."""
+    import datetime as dt
+    import statistics
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    import cold  # bench/cold.py: process-tree CPU
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from lakesink.devstack.kafka import KafkaBroker
+    from lakesink.devstack.s3 import S3Endpoint
+
+    import compileall
+
+    import lakesink
+
+    # bytecode as an installed wheel has it (this machine sets PYTHONDONTWRITEBYTECODE: without it, every cold
+    # process would compile the modules changed since the last write, ~0.3 CPU-s each)
+    compileall.compile_dir(os.path.dirname(lakesink.__file__), quiet=1)
+    n = a.records
+    work = Path(tempfile.mkdtemp(prefix="lakesink-bench-restore-cold-"))
+    kafka, s3 = KafkaBroker(heap="1g"), S3Endpoint()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    floor = os.path.join(os.path.dirname(__file__), "floor.py")
+
+    def cli(*args: str) -> tuple[float, float, dict]:
+        wall, cpu, out = cold.run_measured([sys.executable, "-m", "lakesink.cli", "--format", "json", *args], env)
+        return wall, cpu, json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
+
+    def iso(ms: int) -> str:
+        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+    try:
+        kafka.start()
+        s3.spawn(work / "s3.log")
+        s3.create_bucket("bench")
+        servers = kafka.bootstrap_servers
+        src = "bench-restore-cold"
+        kafka.create_topic(src, partitions=PARTITIONS)
+        base = int(time.time() * 1000) - n - 600_000
+        produce_timed(servers, src, n, base)
+        c = Consumer({"bootstrap.servers": servers, "group.id": "bench-dump", "enable.auto.commit": False})
+        c.assign([TopicPartition(src, p, 0) for p in range(PARTITIONS)])
+        dump: list[bytes] = []
+        while len(dump) < n:
+            dump += [m.value() for m in c.consume(num_messages=10_000, timeout=1.0) if m.error() is None]
+        c.close()
+        values_file = work / "values.jsonl"
+        values_file.write_bytes(b"\n".join(dump) + b"\n")
+        del dump
+        cfg = {**config("json", "bench-cold", src, servers, work, a.flush_size),
+               "store.url": s3.endpoint_url, "manifest.location": "s3a://bench/_lakesink/bench-cold",
+               "aws.access.key.id": "testing", "aws.secret.access.key": "testing", "s3.region": "us-east-1"}
+        cfg.pop("consumer.groups")
+        cfg_file = work / "cfg.json"
+        cfg_file.write_text(json.dumps(cfg))
+        wall, cpu, doc = cli("sink", "--config", str(cfg_file), "--once", "--flush-tail")
+        assert doc["records"] == n, doc
+        log(f"archived {n:,} records: {wall:.1f} s, {cpu:.1f} CPU-s")
+        lo, hi = base + n * 3 // 8, base + n * 5 // 8 - 1  # the middle quarter: n/4 records
+        window = ("--from-time", iso(lo), "--to-time", iso(hi))
+        rows = []
+        for run in range(a.runs):
+            row = {}
+            dest = f"bench-cold-{run}-{uuid.uuid4().hex[:6]}"
+            kafka.create_topic(dest, partitions=PARTITIONS)
+            wall, cpu, doc = cli("restore", "--config", str(cfg_file), "--to-topic", dest)
+            assert doc["produced"] == n, doc
+            row["restore"] = (wall, cpu)
+            wall, cpu, doc = cli("restore", "--config", str(cfg_file), "--to-topic", dest + "-w", *window,
+                                 "--dry-run")
+            row["window dry run"] = (wall, cpu)
+            row["dry run says"] = (doc["records"], doc.get("records_exact"))
+            kafka.create_topic(dest + "-w", partitions=PARTITIONS)
+            wall, cpu, doc = cli("restore", "--config", str(cfg_file), "--to-topic", dest + "-w", *window)
+            assert doc["produced"] == n // 4, doc
+            row["window"] = (wall, cpu)
+            row["window reads"] = {k: doc.get(k) for k in ("objects", "objects_read", "blocks_read",
+                                                             "blocks_skipped")}
+            kafka.create_topic(dest + "-f", partitions=PARTITIONS)
+            wall, cpu, out = cold.run_measured([sys.executable, floor, "--restore-floor", "--servers", servers,
+                                                "--values", str(values_file), "--topic", dest + "-f"], env)
+            assert json.loads(out.splitlines()[-1])["records"] == n
+            row["floor"] = (wall, cpu)
+            log(f"run {run}: {row}")
+            rows.append(row)
+        per_m = 1e6 / n
+        print(f"\ncold restore of {n:,} JSON records (key + one header each, ~230 B), 4 partitions, moto S3, "
+              f"flush.size {a.flush_size:,}; process-tree CPU")
+        print("| run | path | records | s | CPU-s | CPU-s per M records | vs floor (CPU) |")
+        print("|---|---|---|---|---|---|---|")
+        for i, row in enumerate(rows):
+            fc = row["floor"][1]
+            for path, key, k in (("restore", "restore", n), ("window restore (middle quarter)", "window", n // 4),
+                                 ("window dry run", "window dry run", 0),
+                                 ("restore floor (values only)", "floor", n)):
+                w, c = row[key]
+                print(f"| {i} | {path} | {k:,} | {w:.1f} | {c:.1f} | {c * 1e6 / k if k else 0:.1f} | "
+                      f"{c / fc:.2f}x |")
+            print(f"| {i} | window dry run says | {row['dry run says'][0]:,} (exact: {row['dry run says'][1]}) "
+                  f"| | | | |")
+            print(f"| {i} | window restore read | {row['window reads']} | | | | |")
+        med = statistics.median(r["restore"][1] * per_m for r in rows)
+        print(f"\nrestore: median {med:.1f} CPU-s per million records (target <= 10)")
+        return 0
+    finally:
+        s3.stop()
+        kafka.stop()
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cold", action="store_true", help="cold CLI processes, process-tree CPU (issue #30 item 2)")
+    ap.add_argument("--runs", type=int, default=2, help="with --cold: runs of each path")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--format", default="json", choices=("json", "avro", "bytearray"))
     ap.add_argument("--flush-size", type=int, default=50_000)
@@ -174,6 +320,8 @@ def main(argv=None) -> int:
     ap.add_argument("--versions", type=int, default=10,
                     help="records per key (default 10): what --latest-per-key leaves out")
     a = ap.parse_args(argv)
+    if a.cold:
+        return cold_main(a)
 
     import lakesink
     from lakesink.config import SinkConfig

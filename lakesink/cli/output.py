@@ -387,7 +387,10 @@ def restore_dict(r: RestoreResult) -> dict:
     rep = r.report
     return {"name": rep.name, "group": rep.group, "dry_run": rep.dry_run, "objects": rep.objects,
             "records": rep.records, "records_exact": rep.exact, "bytes": rep.bytes, "produced": rep.produced,
-            "skipped": rep.skipped, "mode": rep.mode, "superseded": rep.superseded,
+            "skipped": rep.skipped, "objects_read": getattr(rep, "objects_read", 0),
+            "blocks_read": getattr(rep, "blocks_read", 0), "blocks_skipped": getattr(rep, "blocks_skipped", 0),
+            "mode": rep.mode,
+            "superseded": rep.superseded,
             "tombstones_dropped": rep.tombstones_dropped, "schema_copies": list(rep.schema_copies),
             "groups": list(getattr(rep, "groups", None) or ()),
             "seconds": round(rep.seconds, 3),

@@ -18,7 +18,9 @@ produced it checks, in this order, and refuses with one line:
 Then each destination partition is restored by :func:`lakesink.executor.restore.restore_partition` in its own
 Spark task (transactional producer, progress in the same Kafka transaction). A dry run stops after the
 manifest-only checks and reports the objects, records and bytes the restore would read
-(:func:`lakesink.executor.restore.dry_run`; Spark evaluates the where clause, nothing else is touched).
+(:func:`lakesink.executor.restore.dry_run`; Spark evaluates the where clause). The records are exact: an object an
+offset or time cut falls inside is counted from its record-metadata side file (the only file a dry run reads; an
+object without one is counted whole, and the report says the count is an upper bound).
 
 **Exactly once whatever the spelling.** Progress is keyed by what is restored where: per destination
 topic-partition, the progress group (``lakesink-restore``, or ``lakesink-restore-<name>`` with ``name``) records
@@ -102,6 +104,11 @@ class PartitionRestore:
     seconds: float = 0.0
     superseded: int = 0
     tombstones_dropped: int = 0
+    #: objects the worker read (the manifest's bounds leave out those a cut cannot reach; progress, those restored)
+    objects_read: int = 0
+    #: Avro blocks / Block-GZIP chunks of those objects a cut inside them decoded, and left unread
+    blocks_read: int = 0
+    blocks_skipped: int = 0
     #: a routed restore (``--partitioner`` / ``--partition-map``; ``partition`` is then -1): where its records go,
     #: e.g. ``orders6-0..5 by key (keyless: orders6-1)`` or ``orders2-1``, and the progress group of its source
     route: str | None = None
@@ -153,6 +160,18 @@ class RestoreReport:
     @property
     def records(self) -> int:
         return sum(p.records for p in self.partitions)
+
+    @property
+    def objects_read(self) -> int:
+        return sum(p.objects_read for p in self.partitions)
+
+    @property
+    def blocks_read(self) -> int:
+        return sum(p.blocks_read for p in self.partitions)
+
+    @property
+    def blocks_skipped(self) -> int:
+        return sum(p.blocks_skipped for p in self.partitions)
 
     @property
     def bytes(self) -> int:
@@ -344,11 +363,13 @@ def run_failure(cause: str, name: str | None) -> RestoreError:
 
 
 def plan_partitions(objects: list[ArchivedObject], to_topic: str | None, topic_map: tuple[str, str] | None,
-                    cut: Cut, routed: bool = False) -> list[tuple[PartitionRestore, list[ArchivedObject]]]:
+                    cut: Cut, routed: bool = False,
+                    count: Any = None) -> list[tuple[PartitionRestore, list[ArchivedObject]]]:
     """Objects grouped by source partition, each group's destination (same partition number) and what the
     manifest says it holds inside ``cut``; groups with nothing inside the cut are left out. Refuses two
     sources mapping to one destination partition, unless ``routed`` (a router decides the partitions: the
-    destination partition is -1 here, several sources may meet in one)."""
+    destination partition is -1 here, several sources may meet in one). ``count``: exact counts of the objects the
+    cut falls inside (:func:`lakesink.executor.restore.dry_run`)."""
     by_source: dict[tuple[str, int], list[ArchivedObject]] = {}
     for o in objects:
         by_source.setdefault((o.topic, o.kafka_partition), []).append(o)
@@ -361,7 +382,7 @@ def plan_partitions(objects: list[ArchivedObject], to_topic: str | None, topic_m
             raise RestoreRefusedError(f"{other[0]}-{other[1]} and {src_topic}-{src_part} would both be restored to "
                                       f"{dest[0]}-{dest[1]}: map them to different topics")
         taken[dest] = (src_topic, src_part)
-        plan = summarize(objs, cut)
+        plan = summarize(objs, cut, count)
         if plan.objects:
             out.append((PartitionRestore(src_topic, src_part, dest[0], dest[1], plan.objects, plan.records,
                                          plan.bytes, plan.exact),
@@ -491,7 +512,15 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
     objects, left_out = split_objects(None if hasattr(manifest, "scan") else session(), cfg, manifest, where)
     holes = unselected_spans(left_out)
-    planned = plan_partitions(objects, to_topic, topic_map, cut, routed=routed)
+    count = None
+    if dry_run and (cut.by_time or cut.from_offset is not None or cut.to_offset is not None):
+        # the records of an object the cut falls inside, counted from its metadata side file: an exact dry run
+        from lakesink.executor.readback import count_in_cut
+        from lakesink.store import open_store
+
+        store = open_store(wiring.task_parts(cfg).store)
+        count = functools.partial(count_in_cut, store, cut=cut)
+    planned = plan_partitions(objects, to_topic, topic_map, cut, routed=routed, count=count)
     report.partitions = [p for p, _objs in planned]
     if latest_per_key:
         check_keys_stored([o for _p, objs in planned for o in objs])
@@ -605,6 +634,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         p.produced, p.transactions = res["produced"], res["transactions"]
         p.resumed_from, p.next_offset, p.seconds = res["resumed_from"], res["next_offset"], res["seconds"]
         p.skipped, p.superseded, p.tombstones_dropped = res["skipped"], res["superseded"], res["tombstones_dropped"]
+        p.objects_read = res.get("objects_read", 0)
+        p.blocks_read, p.blocks_skipped = res.get("blocks_read", 0), res.get("blocks_skipped", 0)
         if targets is not None:
             report.groups = [ln for ln in report.groups if not ln.startswith(tuple(
                 f"{w.group}: {p.source_topic}-{p.source_partition} " for w in

@@ -144,7 +144,7 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
                                     keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
                                     key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name,
                                     holes=job.holes, on_event=on_event if progress_to is not None else None,
-                                    **options)
+                                    coarse_events=True, **options)
         finally:
             live.close()
         out = {"id": i, **asdict(res)}

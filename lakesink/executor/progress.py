@@ -34,20 +34,27 @@ class Counts:
                       self.records + other.records, self.bytes + other.bytes, self.objects + other.objects)
 
 
-try:  # pyspark is there wherever a batch runs; the pure parts of this module do without it
-    from pyspark.accumulators import AccumulatorParam
-except ImportError:  # pragma: no cover
-    AccumulatorParam = object  # type: ignore[misc,assignment]
+def __getattr__(name: str) -> Any:
+    """``CountsParam``, made at its first use: importing pyspark costs ~0.4 CPU-s, which the local engine's
+    processes (the CLI, its workers), importing this module for the rest, never pay."""
+    if name != "CountsParam":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:  # pyspark is there wherever Spark runs the tasks
+        from pyspark.accumulators import AccumulatorParam
+    except ImportError:  # pragma: no cover
+        AccumulatorParam = object  # type: ignore[misc,assignment]
 
+    class CountsParam(AccumulatorParam):  # type: ignore[misc,valid-type]
+        """Spark accumulator parameter for :class:`Counts`."""
 
-class CountsParam(AccumulatorParam):  # type: ignore[misc,valid-type]
-    """Spark accumulator parameter for :class:`Counts`."""
+        def zero(self, value: Counts) -> Counts:
+            return Counts()
 
-    def zero(self, value: Counts) -> Counts:
-        return Counts()
+        def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
+            return value1 + value2
 
-    def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
-        return value1 + value2
+    globals()["CountsParam"] = CountsParam
+    return CountsParam
 
 
 def counts_of(rows: list[str]) -> Counts:
@@ -172,7 +179,7 @@ def produced_counts(to: Any, key: str, on_event: Any = None, clock: Any = None) 
 
     def event(point: str, info: dict) -> None:
         if point == "produced":
-            handed[0] += 1
+            handed[0] += info.get("n", 1)  # a coarse event stands for its run of records
             try:
                 held = len(info["producer"])
             except (KeyError, TypeError):

@@ -36,6 +36,7 @@ ETag/count check and one rule for which records a cut admits; split up, readers 
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import io
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
@@ -49,7 +50,8 @@ from lakesink.objects.formats.base import RecordView
 from lakesink.manifest.rows import TOMBSTONES_NOTE, to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
-           "read_records", "read_key_positions", "read_record_batch", "record_bytes_rules"]
+           "read_records", "read_produce_columns", "ProduceColumns", "count_in_cut", "read_key_positions", "read_record_batch",
+           "record_bytes_rules"]
 
 FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
           "record_count")
@@ -216,16 +218,22 @@ def _read_view(store, fmt, obj: ArchivedObject, view: RecordView) -> list[Any]:
 
 
 def _decode_view(store, fmt, obj: ArchivedObject, view: RecordView, decode: Callable[[bytes], Any],
-                 count: Callable[[Any], int] = len) -> Any:
+                 count: Callable[[Any], int] = len, narrow: Any = None,
+                 spread: Callable[[Any, Any, int], Any] | None = None) -> Any:
     """``decode`` of one view's bytes (read once, ETag-checked): a decoding failure is a CorruptObjectError
-    naming the file, and ``count`` of the result must be the row's record count."""
+    naming the file, and ``count`` of the result must be the row's record count. ``narrow`` (a :class:`_Narrow`)
+    may decode only some Avro blocks; ``spread`` then gives the result back its other records (empty)."""
     key, data = _read_bytes(store, obj, view)
+    part = narrow(data, fmt) if narrow is not None and spread is not None else None
     try:
-        out = decode(data)
+        out = decode(data if part is None else part[0])
     except LakesinkError:
         raise
     except (ValueError, LookupError, EOFError, TypeError) as e:
         raise _corrupt(store, key, fmt, e) from e
+    if part is not None:
+        _check_count(store, key, count(out) + obj.record_count - len(part[1]), obj)
+        out = spread(out, part[1], obj.record_count)
     _check_count(store, key, count(out), obj)
     return out
 
@@ -252,7 +260,22 @@ def read_metadata(store, obj: ArchivedObject):
     return md
 
 
-def read_blockgzip_positions(store, fmt, obj: ArchivedObject, positions: Sequence[int]) -> list[bytes | None]:
+def count_in_cut(store, obj: ArchivedObject, cut: Cut) -> int | None:
+    """How many of ``obj``'s records ``cut`` takes, exactly, from its record-metadata side file alone (checked
+    as :func:`read_metadata` does); None without one."""
+    import numpy as np
+    import pyarrow as pa
+
+    md = read_metadata(store, obj)
+    if md is None:
+        return None
+    offs, ts, present, _types = md
+    return int(np.count_nonzero(admitted(cut, pa.array(offs, pa.int64()),
+                                         pa.array(ts, pa.int64(), mask=None if present.all() else ~present))))
+
+
+def read_blockgzip_positions(store, fmt, obj: ArchivedObject, positions: Sequence[int],
+                             blocks: Any = None) -> list[bytes | None]:
     """Values of a Block-GZIP object at record ``positions`` (others None), fetching only the chunks that hold
     them: the ``.index.json`` side file, then one ranged GET per run of adjacent needed chunks (each checked
     against the object's ETag). The index must account for the manifest's ``record_count``."""
@@ -269,6 +292,10 @@ def read_blockgzip_positions(store, fmt, obj: ArchivedObject, positions: Sequenc
         reads = plan_chunk_reads(index, positions)
     except ValueError as e:
         raise CorruptObjectError(f"{store.uri(ikey)}: {e}") from e
+    if blocks is not None:  # a BlockCounts: chunks read, chunks left unread
+        got = sum(len(r.chunks) for r in reads)
+        blocks.read += got
+        blocks.skipped += len(index) - got
     for r in reads:
         data = store.read(obj.object_key, etag=obj.etag, version_id=obj.version_id,
                           byte_range=(r.byte_start, r.byte_end))
@@ -325,20 +352,57 @@ def _positions(store, obj: ArchivedObject, cut: Cut, overlap: bool | None, offse
     # (outside any time cut); without metadata the bounds are all there is
     keep: list[int] | None = None
     if not (overlap is True and (md is None or not (cut.by_time and any_ts_missing))):
-        admits = cut.admits
-        offs_l, tss_l = offs.to_pylist(), tss.to_pylist()
-        keep = [i for i in range(n) if admits(offs_l[i], tss_l[i])]
+        keep = np.flatnonzero(admitted(cut, offs, tss)).tolist()
         if len(keep) == n:
             keep = None
     return offs, tss, types, keep
 
 
+def admitted(cut: Cut, offs: Any, tss: Any) -> Any:
+    """:meth:`Cut.admits` of every record at once (``offs``, ``tss``: pyarrow int64, null where unknown): a numpy
+    bool array. An unknown offset passes the offset bounds; an unknown timestamp fails a time cut."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pa.array(np.ones(len(offs), np.bool_))
+    for bound, test, col, unknown in ((cut.from_offset, pc.greater_equal, offs, True),
+                                      (cut.to_offset, pc.less_equal, offs, True),
+                                      (cut.from_ts, pc.greater_equal, tss, False),
+                                      (cut.to_ts, pc.less_equal, tss, False)):
+        if bound is not None:
+            mask = pc.and_(mask, pc.fill_null(test(col, pa.scalar(bound, pa.int64())), unknown))
+    return mask.to_numpy(zero_copy_only=False)
+
+
+class _Narrow:
+    """The Avro blocks of one object's files that hold the records a cut keeps (:mod:`lakesink.executor.blockcut`):
+    ``narrow(data, fmt)`` gives the container of those blocks and the positions it holds (None: read it whole)."""
+
+    def __init__(self, keep: list[int], n: int, counts: Any):
+        import numpy as np
+
+        self.positions, self.n, self.counts = np.asarray(keep, np.int64), n, counts
+
+    def __call__(self, data: bytes, fmt: Any) -> tuple[bytes, Any] | None:
+        from lakesink.executor.blockcut import MAGIC, narrow
+
+        if getattr(fmt, "name", None) != "avro" or not data.startswith(MAGIC):
+            return None
+        return narrow(data, self.positions, self.n, self.counts)
+
+
 def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
                   key_decoder: str = "bytes", value_decoder: str | None = None,
-                  offsets: str = "fail") -> "_Columns | None":
+                  offsets: str = "fail", blocks: Any = None) -> "_Columns | None":
     """What :func:`read_records` reads of one object (same arguments), as Arrow columns; None when the cut
-    takes nothing of it."""
+    takes nothing of it. When the cut falls inside the object, only the Block-GZIP chunks and the Avro blocks
+    (values, keys and headers side files) holding its records are decoded (the records of the others are null
+    in the columns, outside ``keep``); ``blocks`` (a :class:`~lakesink.executor.blockcut.BlockCounts`) counts
+    them."""
     import pyarrow as pa
+
+    from lakesink.executor.blockcut import spread_binary
 
     if offsets not in ("fail", "null"):
         raise InvalidArgumentError(f"offsets must be 'fail' or 'null', not {offsets!r}")
@@ -346,38 +410,44 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
     if overlap is False:
         return None
     offs, tss, types, keep = _positions(store, obj, cut, overlap, offsets)
+    if keep is not None and not keep:
+        return None
     n = obj.record_count
-    if obj.value_omitted:
+    narrow = _Narrow(keep, n, blocks) if keep is not None else None
+    if obj.value_omitted:  # tombstones only: no value object
         values = pa.nulls(n, pa.binary())
     elif keep is not None and getattr(fmt, "has_index", False) and obj.side("index") is not None:
-        if not keep:
-            return None
-        values = pa.array(read_blockgzip_positions(store, fmt, obj, keep), pa.binary())
+        values = pa.array(read_blockgzip_positions(store, fmt, obj, keep, blocks), pa.binary())
     else:
         key, data = _read_bytes(store, obj, RecordView.VALUE)
+        part = narrow(data, fmt) if narrow is not None else None
         try:
-            values = fmt.record_bytes(data, schema_id=obj.schema_id, where=obj.object_key, value_decoder=value_decoder)
+            values = fmt.record_bytes(data if part is None else part[0], schema_id=obj.schema_id,
+                                      where=obj.object_key, value_decoder=value_decoder)
         except LakesinkError:
             raise
         except (ValueError, LookupError, EOFError, TypeError) as e:
             raise _corrupt(store, key, fmt, e) from e
+        if part is not None:
+            _check_count(store, key, len(values) + n - len(part[1]), obj)
+            values = spread_binary(values, part[1], n)
         _check_count(store, key, len(values), obj)
         if not isinstance(values, (pa.Array, pa.ChunkedArray)):
             values = pa.array(values, pa.binary())
     keys = pa.nulls(n, pa.binary())
     if keys_format is not None and obj.side("keys") is not None:
-        keys = _read_keys(store, keys_format, obj, key_decoder)
+        keys = _read_keys(store, keys_format, obj, key_decoder, narrow)
         if not isinstance(keys, pa.Array):
             keys = pa.array(keys, pa.binary())
     headers = _HeaderColumns.none(n)
     if headers_format is not None and obj.side("headers") is not None:
-        headers = _read_headers(store, headers_format, obj)
+        headers = _read_headers(store, headers_format, obj, narrow)
     return _Columns(offs, tss, types, keys, values, headers, keep, n)
 
 
 def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None, cut: Cut = NO_CUT,
                  key_decoder: str = "bytes", value_decoder: str | None = None,
-                 offsets: str = "fail") -> list[RestoredRecord]:
+                 offsets: str = "fail", blocks: Any = None) -> list[RestoredRecord]:
     """The Kafka records of one committed object, in file (= offset) order, inside ``cut``.
 
     ``fmt``: the value format the object was written with; ``keys_format`` / ``headers_format``: the formats
@@ -385,9 +455,10 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
     and headers empty). ``key_decoder`` / ``value_decoder``: the sink's decoders (see the module docstring
     for how they shape the bytes). ``offsets``: ``fail`` (default) or ``null``, for an object with neither
     a metadata side file nor contiguous offsets. Every object read is verified against its manifest ETag
-    and record count."""
+    and record count. ``blocks``: a :class:`~lakesink.executor.blockcut.BlockCounts` counting the Avro blocks and
+    Block-GZIP chunks a cut inside the object decoded and skipped."""
     c = _read_columns(store, fmt, obj, keys_format=keys_format, headers_format=headers_format, cut=cut,
-                      key_decoder=key_decoder, value_decoder=value_decoder, offsets=offsets)
+                      key_decoder=key_decoder, value_decoder=value_decoder, offsets=offsets, blocks=blocks)
     if c is None:
         return []
     topic, part = obj.topic, obj.kafka_partition
@@ -396,6 +467,75 @@ def read_records(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_f
     if c.keep is None:
         return [RestoredRecord(topic, part, *r) for r in zip(offs, tss, types, keys, values, headers)]
     return [RestoredRecord(topic, part, offs[i], tss[i], types[i], keys[i], values[i], headers[i]) for i in c.keep]
+
+
+class ProduceColumns(NamedTuple):
+    """The records of one object inside a cut as a producer takes them, a column at a time (what a plain restore
+    produces; :func:`read_produce_columns`): per record, ``values`` and ``keys`` (bytes or None), ``headers`` (a
+    list of (str, bytes | None) pairs, or None) and ``timestamps`` (epoch ms, 0 where unknown: librdkafka's "now"),
+    all Python lists; ``offsets`` (numpy int64, ascending) and ``sizes`` (numpy int64, n + 1: the running sum of
+    each record's key + value + header bytes as restore counts them, ``sizes[i]`` before record i)."""
+
+    offsets: Any
+    timestamps: list
+    keys: list
+    values: list
+    headers: list
+    sizes: Any
+    #: each record's timestamp, null where unknown (pyarrow int64): for a check of the whole column
+    timestamps_arrow: Any
+
+
+def read_produce_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_format=None,
+                         cut: Cut = NO_CUT, key_decoder: str = "bytes", value_decoder: str | None = None,
+                         blocks: Any = None) -> "ProduceColumns | None":
+    """:func:`read_records` of one object (same arguments and checks) as :class:`ProduceColumns`, built a column
+    at a time (no per-record object but the bytes and the header lists); None when the cut leaves no record.
+    ``blocks``: a :class:`~lakesink.executor.blockcut.BlockCounts` counting the blocks decoded and skipped."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    c = _read_columns(store, fmt, obj, keys_format=keys_format, headers_format=headers_format, cut=cut,
+                      key_decoder=key_decoder, value_decoder=value_decoder, blocks=blocks)
+    if c is None:
+        return None
+    offs, tss, keys, values, h = c.offs, c.tss, c.keys, c.values, c.headers
+    hoff = np.asarray(h.offsets, np.int64)
+    # bytes as restore counts them: len(value) + len(key) + len(header key) (characters) + len(header value)
+    hsize = np.zeros(len(h.keys) + 1, np.int64)
+    if len(h.keys):
+        hsize[1:] = np.cumsum(pc.utf8_length(h.keys).to_numpy(zero_copy_only=False)
+                              + pc.fill_null(pc.binary_length(h.values), 0).to_numpy(zero_copy_only=False))
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if c.keep is not None:
+        take = pa.array(c.keep, pa.int64())
+        offs, tss, keys, values = offs.take(take), tss.take(take), keys.take(take), values.take(take)
+        sel = np.asarray(c.keep, np.int64)
+        starts, ends = hoff[sel], hoff[sel + 1]
+    else:
+        starts, ends = hoff[:-1], hoff[1:]
+    size = (pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            + pc.fill_null(pc.binary_length(keys), 0).to_numpy(zero_copy_only=False)
+            + (hsize[ends] - hsize[starts]))
+    sizes = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=sizes[1:])
+    # a list and a tuple per record, none of them in a cycle: the cyclic GC, which would otherwise walk the
+    # worker's heap every 700 of them (3/4 of this function's time), is held off while they are made
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        if len(h.keys):
+            pairs = list(zip(h.keys.to_pylist(), h.values.to_pylist()))
+            headers = [pairs[a:b] or None for a, b in zip(starts.tolist(), ends.tolist())]
+        else:
+            headers = [None] * len(size)
+        return ProduceColumns(offs.to_numpy(zero_copy_only=False), pc.fill_null(tss, 0).to_pylist(),
+                              keys.to_pylist(), values.to_pylist(), headers, sizes, tss)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def read_key_positions(store, obj: ArchivedObject, *, keys_format, cut: Cut = NO_CUT,
@@ -484,14 +624,16 @@ class _Columns(NamedTuple):
     n: int
 
 
-def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str) -> Any:
+def _read_keys(store, keys_format, obj: ArchivedObject, key_decoder: str, narrow: Any = None) -> Any:
     """The keys of the ``.keys`` side file, as record bytes (see the module docstring): a list, or a pyarrow
     binary array when the file was read a column at a time."""
+    from lakesink.executor.blockcut import spread_binary
+
     return _decode_view(store, keys_format, obj, RecordView.KEYS,
-                        lambda data: keys_format.key_bytes(data, key_decoder))
+                        lambda data: keys_format.key_bytes(data, key_decoder), narrow=narrow, spread=spread_binary)
 
 
-def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
+def _read_headers(store, headers_format, obj: ArchivedObject, narrow: Any = None) -> _HeaderColumns:
     """The ``.headers`` side file's headers (keys checked as UTF-8 once, values as UTF-8 bytes, or None)."""
     import pyarrow as pa
 
@@ -510,4 +652,10 @@ def _read_headers(store, headers_format, obj: ArchivedObject) -> _HeaderColumns:
         # the keys as an Arrow string array: UTF-8 checked in one pass (pa.ArrowInvalid is a ValueError)
         return _HeaderColumns(cols[0], cols[1].cast(pa.string()), cols[2])
 
-    return _decode_view(store, headers_format, obj, RecordView.HEADERS, decode, lambda h: len(h.offsets) - 1)
+    def spread(h: _HeaderColumns, held: Any, n: int) -> _HeaderColumns:
+        from lakesink.executor.blockcut import spread_headers
+
+        return _HeaderColumns(*spread_headers(h, held, n))
+
+    return _decode_view(store, headers_format, obj, RecordView.HEADERS, decode, lambda h: len(h.offsets) - 1,
+                        narrow=narrow, spread=spread)

@@ -60,9 +60,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError,
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
+from lakesink.executor.blockcut import BlockCounts
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
-from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_key_positions, read_records
+from lakesink.executor.readback import (NO_CUT, ArchivedObject, Cut, ProduceColumns, read_key_positions,
+                                       read_produce_columns, read_records)
 from lakesink.executor.throttle import Throttle
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress, routed_group)
@@ -70,7 +72,8 @@ from lakesink.executor.restore_progress import (check_group_idle, group_coverage
 __all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
            "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
            "RestoreSummary", "RestoreResult", "dry_run",
-           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters"]
+           "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters",
+           "produce_columns"]
 
 log = logging.getLogger("lakesink.executor.restore")
 
@@ -116,8 +119,13 @@ class RestoreSummary:
     exact: bool = True
 
 
-def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT) -> RestoreSummary:
-    """Objects, records and bytes (value objects and their side files) a restore with ``cut`` reads."""
+def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT,
+            count: Callable[[ArchivedObject], int | None] | None = None) -> RestoreSummary:
+    """Objects, records and bytes (value objects and their side files) a restore with ``cut`` reads. ``count``:
+    the exact number of an object's records inside the cut, for an object the cut falls inside whose rows cannot
+    tell, and with a time cut for every object (its manifest bounds leave out records without a timestamp, which
+    no time cut takes). None: unknown; :func:`~lakesink.executor.readback.count_in_cut` reads the metadata side
+    file."""
     n_obj = records = size = 0
     exact = True
     for obj in objects:
@@ -126,16 +134,20 @@ def dry_run(objects: Iterable[ArchivedObject], cut: Cut = NO_CUT) -> RestoreSumm
             continue
         n_obj += 1
         size += (obj.size_bytes or 0) + sum(int(s.get("size_bytes") or 0) for s in obj.side_files)
-        if overlap is True:
-            records += obj.record_count
+        if overlap is True and not (cut.by_time and count is not None):
+            records += obj.record_count  # (a record without a timestamp is outside a time cut: only count knows)
             continue
         if obj.contiguous and not cut.by_time:  # offsets are first..last: count the cut exactly
             lo = max(obj.first_offset, cut.from_offset if cut.from_offset is not None else obj.first_offset)
             hi = min(obj.last_offset, cut.to_offset if cut.to_offset is not None else obj.last_offset)
             records += max(0, hi - lo + 1)
         else:
-            records += obj.record_count
-            exact = False
+            inside = count(obj) if count is not None else None
+            if inside is None:  # unknown: the whole object (what a restore reads of it without metadata)
+                records += obj.record_count
+                exact = exact and overlap is True
+            else:
+                records += inside
     return RestoreSummary(n_obj, records, size, exact)
 
 
@@ -153,6 +165,9 @@ class RestoreResult:
     resumed_from: int | None = None
     next_offset: int | None = None
     objects_read: int = 0
+    #: Avro blocks and Block-GZIP chunks of the objects read that a cut inside them decoded and left unread
+    blocks_read: int = 0
+    blocks_skipped: int = 0
     bytes: int = 0
     seconds: float = 0.0
     events: list[str] = field(default_factory=list)
@@ -249,7 +264,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
                       routers: Mapping[str, Any] | None = None, groups: Any = None, max_rate: float | None = None,
-                      on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
+                      on_event: Callable[[str, dict], None] | None = None,
+                      coarse_events: bool = False) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
     (the :class:`~lakesink.executor.coverage.Coverage` in progress group :func:`progress_group` of ``name``) is
@@ -260,7 +276,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``commit_per_object``, and at the end (a last transaction may carry progress only). ``on_event(point,
     info)`` is called at ``begin`` (a transaction opens), ``produced`` (after each record is handed to the
     producer; ``info`` has ``producer``, ``offset``, ``in_txn``) and ``committed`` (``next_offset``): tests use
-    it to kill the worker at those points. ``latest_per_key``: only each key's last selected record is produced
+    it to kill the worker at those points. With ``coarse_events``, a plain restore reports ``produced`` once per
+    run of up to 256 records instead (``info``: ``producer``, ``offset`` of the run's last record, ``n`` records):
+    what a progress display needs, at a fraction of the cost. ``latest_per_key``: only each key's last selected record is produced
     (``drop_tombstones``: not when it is a tombstone); see the module docstring. ``schema_ids``: an
     :class:`~lakesink.schemas.registry_copy.IdMap`: each value's and key's schema id is rewritten through it just
     before the record is produced (a record it cannot map fails the restore, naming it, and is not produced).
@@ -317,6 +335,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, tid, group, timeout_s)
     throttle = Throttle(max_rate) if max_rate is not None else None
+    blocks = BlockCounts()
     hook = None
     try:
         if groups is not None:  # one committer per destination partition this worker produces into
@@ -380,6 +399,10 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             emit("committed", {"next_offset": offset})
 
         groups = clusters(objs)
+        # a plain restore (no key-dependent choice, routing, id rewriting or group placement) produces each object's
+        # columns in runs (:func:`produce_columns`); the others go record by record below
+        fast = (not latest_per_key and router is None and new_value is None and hook is None
+                and throttle is None)  # --max-rate paces record by record
         latest, kept, scanned = None, [], {}
         if latest_per_key:  # first pass: every key's last record (see the module docstring)
             latest = LatestPerKey(f"{src_topic}-{src_part}", drop_tombstones)
@@ -408,6 +431,17 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 if k == len(kept) or kept[k] > c_hi:
                     result.superseded += scanned[ci]  # every record an older version of its key: not read
                     continue
+            if fast and not check and len(members) == 1:  # the plain restore's path: a column at a time
+                cols = read_produce_columns(store, fmt, members[0], keys_format=keys_format,
+                                            headers_format=headers_format, cut=cut, key_decoder=key_decoder,
+                                            value_decoder=value_decoder, blocks=blocks)
+                result.objects_read += 1
+                if cols is not None:
+                    produce_columns(txn, cols, topic, partition, members[0], commit, result, emit, coarse_events,
+                                     on_event is not None, records_per_txn, bytes_per_txn, max_future_ms, dest)
+                if commit_per_object and txn.open:
+                    commit(c_hi if cap is None else min(c_hi, cap))
+                continue
             reads = []
             for obj in members:
                 # (latest per key: records of one offset are counted across the cluster's objects, so all are read)
@@ -415,7 +449,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     result.skipped += obj.record_count  # already there, every record: not even read
                     continue
                 reads.append(read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format,
-                                          cut=cut, key_decoder=key_decoder, value_decoder=value_decoder))
+                                          cut=cut, key_decoder=key_decoder, value_decoder=value_decoder,
+                                          blocks=blocks))
                 result.objects_read += 1
             # objects of one commit group interleave in offsets (Field/TimeBased partitioners): one offset order
             records = reads[0] if len(reads) == 1 else list(heapq.merge(*reads, key=lambda r: r.offset))
@@ -501,6 +536,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             end = max(o.last_offset for o in objs)
             commit(end if cap is None else min(end, cap), final=True)
     finally:
+        result.blocks_read, result.blocks_skipped = blocks.read, blocks.skipped
         if txn.open:
             txn.abort()
         txn.close()
@@ -509,6 +545,101 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             result.groups = hook.report()
         result.seconds = time.monotonic() - t0
     return result
+
+
+#: records handed to the producer between two polls (delivery reports served, failures checked)
+_RUN = 256
+
+
+def produce_columns(txn: _Txn, cols: ProduceColumns, topic: str, partition: int, obj: ArchivedObject,
+                     commit: Callable[[int], None], result: RestoreResult, emit: Callable[[str, dict], None],
+                     coarse: bool, events: bool, records_per_txn: int, bytes_per_txn: int, max_future_ms: int,
+                     dest: str) -> None:
+    """Produce one object's records (a plain restore: every record of ``cols`` is produced, in order) with the
+    record loop's rules, decided a column at a time: a transaction commits at the first record at which it holds
+    ``records_per_txn`` records or ``bytes_per_txn`` bytes and the next record has another offset; a record
+    timestamped more than ``max_future_ms`` ahead fails the restore before it is produced. Between the commits
+    the records go to the producer in runs of :data:`_RUN`, the only Python per record being the ``produce``
+    call (and ``on_event``'s ``produced``, per record when ``events`` and not ``coarse``)."""
+    import numpy as np
+    from confluent_kafka import KafkaException
+
+    offs, sizes = cols.offsets, cols.sizes
+    n = len(offs)
+    stop = n
+    ts = cols.timestamps_arrow
+    limit = int(time.time() * 1000) + max_future_ms
+    if ts.null_count < n:
+        late = np.flatnonzero(ts.fill_null(0).to_numpy(zero_copy_only=False) > limit)
+        if len(late):
+            stop = int(late[0])
+    values, keys, headers, stamps = cols.values, cols.keys, cols.headers, cols.timestamps
+    produce, cb = txn.producer.produce, txn.on_delivery
+    each = events and not coarse
+    i = 0
+    while i < stop:
+        txn.begin()
+        if txn.records == 0:
+            emit("begin", {"offset": int(offs[i])})
+        # the record at which this transaction is full (records or bytes), then past records sharing its offset
+        # (records a transform made of one Kafka record: progress only after the last of them)
+        full = min(i + records_per_txn - txn.records,
+                   int(np.searchsorted(sizes, sizes[i] + bytes_per_txn - txn.bytes, "left")))
+        end = max(full, i + 1)
+        closes = end <= n
+        if closes:
+            end = int(np.searchsorted(offs, offs[end - 1], "right"))
+        if end > stop:
+            end, closes = stop, False
+        a = i
+        while a < end:
+            b = min(a + _RUN, end)
+            k = a
+            while k < b:
+                # positional: topic, value, key, partition, callback, on_delivery (an alias: None in the callback
+                # slot would win over it, and no report would come), timestamp, headers
+                try:
+                    if each:
+                        for k in range(k, b):
+                            produce(topic, values[k], keys[k], partition, cb, None, stamps[k], headers[k])
+                            txn.records += 1
+                            emit("produced", {"producer": txn.producer, "offset": int(offs[k]),
+                                              "in_txn": txn.records, "partition": partition})
+                    else:
+                        for k in range(k, b):
+                            produce(topic, values[k], keys[k], partition, cb, None, stamps[k], headers[k])
+                    k = b
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    txn.producer.poll(0.1)
+                except KafkaException as e:
+                    txn.abort()
+                    raise _fail(e, f"produce of {obj.topic}-{obj.kafka_partition}@{int(offs[k])}", dest,
+                                txn) from None
+            txn.producer.poll(0)  # serve (failed) delivery reports
+            if not each:
+                txn.records += b - a
+            got = int(sizes[b] - sizes[a])
+            txn.bytes += got
+            result.produced += b - a
+            result.bytes += got
+            if events and coarse:
+                emit("produced", {"producer": txn.producer, "offset": int(offs[b - 1]), "n": b - a,
+                                  "partition": partition})
+            if txn.errors:
+                txn.abort()
+                raise _delivery_failure(txn.errors, dest)
+            a = b
+        if closes:
+            commit(int(offs[end - 1]))
+        i = end
+    if stop < n:
+        txn.abort()
+        t = stamps[stop]
+        when = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).isoformat()
+        raise RestoreTimestampError(
+            f"{dest}: record {obj.topic}-{obj.kafka_partition}@{int(offs[stop])} has timestamp {t} ({when}), more "
+            f"than {max_future_ms} ms in the future: the broker refuses it (log.message.timestamp.after.max.ms); "
+            f"nothing after the last committed progress was produced")
 
 
 def produced_key_bytes(key: Any) -> bytes | None:

@@ -13,7 +13,7 @@ import functools
 import logging
 from typing import Any, Callable, Iterable, Iterator
 
-from lakesink.executor.progress import Counts, CountsParam, counted
+from lakesink.executor.progress import Counts, counted
 from lakesink.runners import TaskFn, first_column
 from lakesink.runners.progress import Progress, Tracking, track
 
@@ -70,6 +70,8 @@ class AccumulatorCounts:
 
     def __init__(self, spark: Any):
         self.spark = spark
+        from lakesink.executor.progress import CountsParam  # (imports pyspark: only where Spark runs)
+
         self.acc = spark.sparkContext.accumulator(Counts(), CountsParam())
         self.count = functools.partial(counted, acc=self.acc)
 

@@ -303,3 +303,22 @@ def test_restore_runs_on_the_local_runner(spark, kafka, archives, local_runner):
     again = lakesink.restore(spark, cfg, to_topic=copy, runner=local_runner)
     assert (again.produced, again.skipped) == (0, N)
     check_copy(kafka, "bytearray", want, copy)
+
+
+def test_time_window_dry_run_is_exact_and_the_window_restore_reads_only_its_objects(spark, kafka, archives,
+                                                                                       local_runner):
+    """A time window inside objects (issue #30 item 2): the dry run counts its records exactly from the metadata
+    side files (it said "at most" the objects' whole counts); the restore reads only the objects the manifest's
+    timestamp bounds let the window reach and produces exactly the window's records, on the local runner."""
+    cfg, topic, want = archives["avro"]
+    base = want[0][0][3]  # record 0's timestamp; record i's is base + 1000 i (60 s earlier when i % 4 == 1)
+    lo, hi = base + 3000, base + 10_000
+    inside = {p: [r for r in recs if lo <= r[3] <= hi] for p, recs in want.items()}
+    assert sum(map(len, inside.values())) == 6
+    rep = lakesink.restore(spark, cfg, to_topic="never-created", dry_run=True, from_time=lo, to_time=hi)
+    assert rep.exact and rep.records == 6 and rep.objects == 4  # 2 of the 6 objects are outside the window
+    copy = f"window_of_{topic}"
+    kafka.create_topic(copy, partitions=2)
+    run = lakesink.restore(spark, cfg, to_topic=copy, from_time=lo, to_time=hi, runner=local_runner)
+    assert (run.produced, run.objects_read) == (6, 4)
+    check_copy(kafka, "avro", inside, copy)
