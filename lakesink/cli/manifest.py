@@ -17,6 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", required=True, help="a config describing the objects (format, topics.dir, "
                                                    "partitioner delimiters, bucket) and the manifest to commit to")
     p.add_argument("--prefix", default=None, help="only keys under this prefix (default: topics.dir)")
+    p.add_argument("--from", dest="old_config", metavar="OLD_CONFIG", default=None,
+                   help="the old connector's config (Aiven, DeviantArt/Spredfast, Zooz): adopt its objects in its own "
+                        "naming and format (default: Confluent's naming, as the config builds it)")
     p.add_argument("--dry-run", action="store_true", help="report what would be imported; commit nothing")
     p.add_argument("--master", default=None, help="Spark master (only a catalog-table manifest needs Spark)")
     p.set_defaults(func=run)
@@ -55,5 +58,24 @@ def run(args: argparse.Namespace, output) -> ImportResult:
     from lakesink.store import open_store
 
     cfg = load_config(args.config)
-    report = import_archive(lambda: session(cfg, args.master), cfg, args.prefix, dry_run=args.dry_run)
+    naming = None
+    if args.old_config is not None:
+        naming = _old_naming(args.old_config, args.prefix)
+    report = import_archive(lambda: session(cfg, args.master), cfg, args.prefix, dry_run=args.dry_run, naming=naming)
     return ImportResult(report=report, uri=open_store(wiring.store_settings(cfg)).uri)
+
+
+def _old_naming(path: str, prefix: str | None):
+    """The naming of the objects the connector configured by ``path`` wrote (its own config file: Connect JSON,
+    .properties, YAML, or Zooz's KEY=VALUE lines)."""
+    from pathlib import Path
+
+    from lakesink.config.parse import flatten, read_source
+    from lakesink.driver.import_formats import foreign_naming
+    from lakesink.errors import ConfigError, ConfigProblem
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError([ConfigProblem("<file>", str(p), "config file not found (--from)")], str(p))
+    flat, _name = read_source(p)
+    return foreign_naming(flatten(flat), prefix)

@@ -159,11 +159,12 @@ class TextOutput(Output):
                   f"{o.records} records)" for o in rep.imported))
         self._p(*(f"overlap: {x}" for x in rep.overlaps), *(f"gap: {x}" for x in rep.gaps),
                 *(f"empty, not imported: {r.uri(k)}" for k in rep.empty),
-                *(f"unrecognized, not imported: {r.uri(k)}" for k in rep.unrecognized))
+                *(f"unrecognized, not imported: {r.uri(k)}" for k in rep.unrecognized),
+                *(f"refused: {x}" for x in rep.refused))
         tail = f" in batch {rep.batch_id}" if rep.batch_id is not None else ""
         self._p(f"{verb} {len(rep.imported)} object(s), {rep.records} record(s){tail}; {rep.already_in_manifest} "
                 f"already in the manifest, {len(rep.overlaps)} overlap(s), {len(rep.gaps)} gap(s), "
-                f"{len(rep.unrecognized)} unrecognized key(s)")
+                f"{len(rep.unrecognized)} unrecognized key(s)" + (f", {len(rep.refused)} refused" if rep.refused else ""))
 
     def handover(self, r: HandoverResult) -> None:
         rep = r.report
@@ -423,6 +424,7 @@ def import_dict(r: ImportResult) -> dict:
     return {"dry_run": rep.dry_run, "batch_id": rep.batch_id, "objects": len(rep.imported), "records": rep.records,
             "already_in_manifest": rep.already_in_manifest, "overlaps": rep.overlaps, "gaps": rep.gaps,
             "empty": [r.uri(k) for k in rep.empty], "unrecognized": [r.uri(k) for k in rep.unrecognized],
+            "refused": rep.refused,
             "imported": [{**_plain(o), "uri": r.uri(o.key)} for o in rep.imported]}
 
 
