@@ -28,6 +28,13 @@ REGISTRY: dict[str, dict[str, str]] = {
         "parquet": "lakesink.objects.formats.parquet.ParquetFormat",
         "blockgzip": "lakesink.objects.formats.blockgzip.BlockGzipFormat",
     },
+    #: read-only formats of other connectors' objects, adopted by ``lakesink manifest import`` (never a
+    #: ``format.class``): :mod:`lakesink.objects.formats.foreign`
+    "import_format": {
+        "aiven_jsonl": "lakesink.objects.formats.foreign.AivenJsonlFormat",
+        "aiven_csv": "lakesink.objects.formats.foreign.AivenCsvFormat",
+        "lines": "lakesink.objects.formats.foreign.LinesFormat",
+    },
     "decoder": {
         "avro": "lakesink.decoders.AvroDecoder",
         "json": "lakesink.decoders.JsonDecoder",
@@ -62,6 +69,7 @@ ALIASES: dict[str, dict[str, str]] = {
         "parquetformat": "parquet",
         "blockgzipformat": "blockgzip",
     },
+    "import_format": {},
     "decoder": {
         "org.apache.kafka.connect.converters.ByteArrayConverter": "bytes",
         "org.apache.kafka.connect.storage.StringConverter": "string",

@@ -126,6 +126,14 @@ def format_spec(cfg: "SinkConfig", name: str) -> "FormatSpec":
     return FormatSpec(cls.name, cls.options_from(cfg))
 
 
+def _import_format_spec(name: str) -> "FormatSpec":
+    """A read-only format of objects another connector wrote (adopted by ``manifest import``): no config options;
+    its compression is each object's manifest row's."""
+    from lakesink.objects.formats import FormatSpec
+
+    return FormatSpec(name, {})
+
+
 def value_compression(cfg: "SinkConfig") -> str | None:
     """The compression the value objects are written with (the manifest's ``compression`` column)."""
     return _format_class(cfg.format_name).compression_from(cfg)
@@ -420,7 +428,7 @@ class TaskParts:
 
     def format_spec(self, name: str) -> "FormatSpec":
         """The spec of format ``name`` (any spelling :mod:`lakesink.plugins` knows) with this run's options."""
-        key = plugins.canonical("format", name)
+        key = plugins.canonical("format", name) or plugins.canonical("import_format", name)
         if key is None or key not in self.format_specs:
             raise InvalidArgumentError(f"unknown format {name!r}")
         return self.format_specs[key]
@@ -450,7 +458,8 @@ def task_parts(cfg: "SinkConfig") -> TaskParts:
     return TaskParts(
         naming=naming(cfg), rotation=rotation_policy(cfg), partitioner_settings=partitioner_settings(cfg),
         custom_partitioner=custom_partitioner(cfg),
-        format_specs={name: format_spec(cfg, name) for name in plugins.names("format")},
+        format_specs={**{name: format_spec(cfg, name) for name in plugins.names("format")},
+                      **{name: _import_format_spec(name) for name in plugins.names("import_format")}},
         value_format_name=plugins.canonical("format", cfg.format_name),
         keys_format_name=plugins.canonical("format", cfg.keys_format_name),
         headers_format_name=plugins.canonical("format", cfg.headers_format_name),

@@ -84,12 +84,13 @@ def translation(path: str) -> TranslateResult:
     withheld = sorted(set(secrets) | set(derived))
     printable = {k: v for k, v in config.items() if k not in withheld}
     header = [f"lakesink config translated from {conn.name} ({path})"]
+    header += [resolved.scrub(n) if resolved.keys else n for n in t.notes]
     header += [f"not printed (secret): {k} -- set it here, or use the default credential chain" for k in secrets]
     header += [f"not printed (derived from a config provider value): {k} -- set it here" for k in derived
                if k not in secrets]
     return TranslateResult(path=str(path), connector=conn.name, mapping=mapping,
                            differences=list(conn.differences), properties=to_properties(printable, header),
-                           withheld=withheld)
+                           withheld=withheld, notes=list(t.notes))
 
 
 def run(args: argparse.Namespace, output) -> CheckResult | TranslateResult:

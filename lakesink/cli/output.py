@@ -18,7 +18,7 @@ from typing import Any, Callable, TextIO
 
 from lakesink.devstack.cli import DevResult
 
-from lakesink.cli.results import (CheckResult, DemoResult, ImportResult, RestoreResult,  # noqa: F401 - re-exported
+from lakesink.cli.results import (CheckResult, DemoResult, HandoverResult, ImportResult, RestoreResult,  # noqa: F401
                                   SchemaCheckResult, SchemaHistoryResult, SinkResult, StatusResult, TableResult,
                                   TranslateResult, VacuumResult)
 
@@ -52,7 +52,8 @@ class Output(ABC):
         if result is None:
             return
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
-                            (RestoreResult, self.restore), (ImportResult, self.manifest_import), (DemoResult, self.demo), (DevResult, self.dev),
+                            (RestoreResult, self.restore), (ImportResult, self.manifest_import),
+                            (HandoverResult, self.handover), (DemoResult, self.demo), (DevResult, self.dev),
                             (SchemaHistoryResult, self.schema_history), (SchemaCheckResult, self.schema_check),
                             (TableResult, self.table), (StatusResult, self.status),
                             (TranslateResult, self.translated)):
@@ -87,6 +88,15 @@ class Output(ABC):
     def manifest_import(self, r: ImportResult) -> None:
         self.data(import_dict(r))
 
+    def handover(self, r: HandoverResult) -> None:
+        rep = r.report
+        self.data({"source": rep.source, "dry_run": rep.dry_run, "batch_id": rep.batch_id,
+                   "advanced": [{"topic": t, "partition": p, "range_start": a, "range_end": b}
+                                for t, p, a, b in rep.advanced],
+                   "already": [{"topic": t, "partition": p, "next_offset": n, "given_offset": o}
+                               for t, p, n, o in rep.already],
+                   "uncovered": [{"topic": t, "partition": p} for t, p in rep.uncovered]})
+
     def schema_history(self, r: SchemaHistoryResult) -> None:
         self.data(schema_history_dict(r))
 
@@ -104,7 +114,7 @@ class Output(ABC):
     def translated(self, r: TranslateResult) -> None:
         self.data({"path": r.path, "connector": r.connector, "properties": r.properties, "withheld": r.withheld,
                    "mapping": [{"key": k, "lakesink": t, "note": n} for k, t, n in r.mapping],
-                   "differences": r.differences})
+                   "differences": r.differences, "notes": r.notes})
 
     @abstractmethod
     def demo(self, r: DemoResult) -> None: ...
@@ -149,11 +159,24 @@ class TextOutput(Output):
                   f"{o.records} records)" for o in rep.imported))
         self._p(*(f"overlap: {x}" for x in rep.overlaps), *(f"gap: {x}" for x in rep.gaps),
                 *(f"empty, not imported: {r.uri(k)}" for k in rep.empty),
-                *(f"unrecognized, not imported: {r.uri(k)}" for k in rep.unrecognized))
+                *(f"unrecognized, not imported: {r.uri(k)}" for k in rep.unrecognized),
+                *(f"refused: {x}" for x in rep.refused))
         tail = f" in batch {rep.batch_id}" if rep.batch_id is not None else ""
         self._p(f"{verb} {len(rep.imported)} object(s), {rep.records} record(s){tail}; {rep.already_in_manifest} "
                 f"already in the manifest, {len(rep.overlaps)} overlap(s), {len(rep.gaps)} gap(s), "
-                f"{len(rep.unrecognized)} unrecognized key(s)")
+                f"{len(rep.unrecognized)} unrecognized key(s)" + (f", {len(rep.refused)} refused" if rep.refused else ""))
+
+    def handover(self, r: HandoverResult) -> None:
+        rep = r.report
+        verb = "would advance" if rep.dry_run else "advanced"
+        self._p(*(f"{verb} {t}-{p} over offsets {a}..{b} (archived by the old connector); the job starts at {b + 1}"
+                  for t, p, a, b in rep.advanced))
+        self._p(*(f"left as it is: {t}-{p} (the manifest is at offset {n}, {rep.source} gives {o})"
+                  for t, p, n, o in rep.already))
+        self._p(*(f"no offset from {rep.source}: {t}-{p} (the sink archives it from its beginning)"
+                  for t, p in rep.uncovered))
+        tail = f" in batch {rep.batch_id}" if rep.batch_id is not None else ""
+        self._p(f"hand-over from {rep.source}: {len(rep.advanced)} partition(s) {verb}{tail}")
 
     def restore(self, r: RestoreResult) -> None:
         rep = r.report
@@ -404,6 +427,7 @@ def import_dict(r: ImportResult) -> dict:
     return {"dry_run": rep.dry_run, "batch_id": rep.batch_id, "objects": len(rep.imported), "records": rep.records,
             "already_in_manifest": rep.already_in_manifest, "overlaps": rep.overlaps, "gaps": rep.gaps,
             "empty": [r.uri(k) for k in rep.empty], "unrecognized": [r.uri(k) for k in rep.unrecognized],
+            "refused": rep.refused,
             "imported": [{**_plain(o), "uri": r.uri(o.key)} for o in rep.imported]}
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["CheckResult", "SinkResult", "VacuumResult", "RestoreResult", "ImportResult", "SchemaHistoryResult",
-           "SchemaCheckResult", "TranslateResult", "TableResult", "StatusResult", "DemoResult"]
+           "SchemaCheckResult", "TranslateResult", "TableResult", "StatusResult", "DemoResult", "HandoverResult"]
 
 
 @dataclass
@@ -58,6 +58,13 @@ class ImportResult:
 
 
 @dataclass
+class HandoverResult:
+    """``lakesink manifest handover``: the advance rows committed (or that would be)."""
+
+    report: Any  # lakesink.driver.handover.HandoverReport
+
+
+@dataclass
 class SchemaHistoryResult:
     """``lakesink schema history``: the manifest's value schemas per topic."""
 
@@ -85,6 +92,7 @@ class TranslateResult:
     differences: list[str]               # how the objects differ
     properties: str                      # the translated config, secrets left out
     withheld: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # choices made (cut policy, hand-over), also in the header
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 __all__ = ["ForeignKey", "Connector", "CONNECTORS", "recognise", "foreign_key", "explain", "translate",
-           "to_properties", "Translation"]
+           "to_properties", "Translation", "connect_group", "UNLIMITED_FLUSH_SIZE"]
 
 Convert = Callable[[str], dict[str, str]]
 
@@ -44,6 +44,11 @@ class Connector:
     keys: dict[str, ForeignKey]
     differences: tuple[str, ...]
     defaults: dict[str, str] = field(default_factory=dict)  # lakesink keys its behaviour implies
+    #: carries the connector's cut policy (when it closes a file) into lakesink keys of the config being built;
+    #: returns the line that says what was carried over or chosen (printed with the translation)
+    cut_policy: Callable[[Mapping[str, object], dict[str, str]], str] | None = None
+    #: the Kafka Connect consumer group its sink tasks commit to (Connect names it ``connect-<connector name>``)
+    connect_group: bool = True
 
 
 def _aiven_format(v: str) -> dict[str, str]:
@@ -107,6 +112,16 @@ _AIVEN_KEYS = [
     ForeignKey("file.name.timestamp.source", "timestamp.extractor", "wallclock → Wallclock, record → Record",
                lambda v: {"timestamp.extractor": "Record" if v.strip().lower() == "record" else "Wallclock"}),
     ForeignKey("aws.sts.role.arn", None, "use the cluster's instance profile or the default credential chain"),
+    ForeignKey("aws.sts.role.session.name", None, "see aws.sts.role.arn"),
+    ForeignKey("aws.sts.role.external.id", None, "see aws.sts.role.arn"),
+    ForeignKey("aws.sts.role.session.duration", None, "see aws.sts.role.arn"),
+    ForeignKey("aws.sts.config.endpoint", None, "see aws.sts.role.arn"),
+    ForeignKey("aws.s3.part.size.bytes", "s3.part.size"),
+    ForeignKey("format.output.envelope", None, "lakesink writes the value alone (no envelope); keys, headers and "
+               "record metadata go to side files"),
+    ForeignKey("timestamp.timezone", "timezone", "see file.name.timestamp.timezone"),
+    ForeignKey("timestamp.source", "timestamp.extractor", "see file.name.timestamp.source",
+               lambda v: {"timestamp.extractor": "Record" if v.strip().lower() == "record" else "Wallclock"}),
     # the old (0.x) underscore names
     ForeignKey("aws_s3_bucket", "s3.bucket.name"),
     ForeignKey("aws_s3_endpoint", "store.url"),
@@ -145,6 +160,51 @@ _ZOOZ_KEYS = [
     ForeignKey("APP_IMAGE", None, "lakesink runs as a Spark job, not a container image"),
 ]
 
+#: flush.size lakesink chooses when the old connector had no record limit per file (it cut by time only)
+UNLIMITED_FLUSH_SIZE = 100000
+
+
+def _interval(raw: Mapping[str, object]) -> str:
+    v = str(raw.get("offset.flush.interval.ms") or "").strip()
+    return f"offset.flush.interval.ms={v}" if v else "offset.flush.interval.ms (60000 ms unless the worker sets it)"
+
+
+def _time_cut_note(raw: Mapping[str, object]) -> str:
+    return (f"its files were also closed at every Connect offset commit ({_interval(raw)}); lakesink does not cut "
+            f"by wall clock unless told to (rotate.schedule.interval.ms with timezone: non-deterministic keys on "
+            f"replay); files still open at the end of a batch are closed by --flush-tail")
+
+
+def _aiven_cut(raw: Mapping[str, object], cfg: dict[str, str]) -> str:
+    limit = next((str(raw[k]).strip() for k in ("file.max.records",) if k in raw), "")
+    if limit not in ("", "0"):
+        cfg["flush.size"] = limit
+        return f"cut policy: flush.size={limit} carried over from file.max.records; {_time_cut_note(raw)}"
+    cfg["flush.size"] = str(UNLIMITED_FLUSH_SIZE)
+    return (f"cut policy: flush.size={UNLIMITED_FLUSH_SIZE} chosen by lakesink: Aiven had no record limit per file "
+            f"(file.max.records {'0' if limit == '0' else 'not set'}); {_time_cut_note(raw)}")
+
+
+def _deviantart_cut(raw: Mapping[str, object], cfg: dict[str, str]) -> str:
+    cfg["flush.size"] = str(UNLIMITED_FLUSH_SIZE)
+    return (f"cut policy: flush.size={UNLIMITED_FLUSH_SIZE} chosen by lakesink: the DeviantArt/Spredfast sink has no "
+            f"record limit per file (compressed_block_size sizes the gzip members inside a file, not the file); "
+            f"{_time_cut_note(raw)}")
+
+
+def _zooz_cut(raw: Mapping[str, object], cfg: dict[str, str]) -> str:
+    hourly = {"partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+              "path.format": "'date'=YYYY-MM-dd/'hour'=HH", "partition.duration.ms": "3600000",
+              "timestamp.extractor": "Record", "timezone": "UTC", "locale": "en"}
+    for k, v in hourly.items():
+        cfg.setdefault(k, v)
+    cfg["flush.size"] = str(UNLIMITED_FLUSH_SIZE)
+    return (f"cut policy: Zooz's hourly files (date=YYYY-mm-dd/hour=HH by the record's creation time) carried over as "
+            f"TimeBasedPartitioner with path.format='date'=YYYY-MM-dd/'hour'=HH, partition.duration.ms=3600000, "
+            f"timestamp.extractor=Record, timezone=UTC; flush.size={UNLIMITED_FLUSH_SIZE} chosen by lakesink (Zooz "
+            f"also flushed when its in-memory buffer filled: a size lakesink cannot read from these variables)")
+
+
 CONNECTORS: dict[str, Connector] = {
     "aiven": Connector(
         "Aiven's S3 sink", ("io.aiven.kafka.connect.s3.AivenKafkaConnectS3SinkConnector",
@@ -156,7 +216,7 @@ CONNECTORS: dict[str, Connector] = {
          "file cuts: every flush.size records per partition (plus rotate.interval.ms), not once per "
          "offset.flush.interval.ms",
          "JSON is JSON lines with only the value; keys, headers and offsets/timestamps go to side files"),
-        {"format.class": "json"}),
+        {"format.class": "json"}, _aiven_cut),
     "deviantart": Connector(
         "the DeviantArt/Spredfast block-gzip sink", ("com.deviantart.kafka_connect_s3.S3SinkConnector",
                                                      "com.spredfast.kafka.connect.s3.sink.S3SinkConnector"),
@@ -167,14 +227,15 @@ CONNECTORS: dict[str, Connector] = {
          "file cuts: every flush.size records, not when Connect commits offsets",
          "the .index.json layout is DeviantArt's (chunks with byte_offset, byte_length, first_record_offset, "
          "num_records)"),
-        {"format.class": "blockgzip"}),
+        {"format.class": "blockgzip"}, _deviantart_cut),
     "zooz": Connector(
         "the Zooz kafka-s3-connector (environment variables)", (),
         {k.key: k for k in _ZOOZ_KEYS},
-        ("object names: Confluent's, not Zooz's <root>/<date>/<hour>/<partition>-<offset> layout "
-         "(TimeBasedPartitioner with path.format 'date'=YYYY-MM-dd/'hour'=HH comes closest)",
-         "files are cut every flush.size records, not per hour and buffer size"),
-        {"format.class": "bytearray"}),
+        ("object names: Confluent's <topic>/date=YYYY-MM-dd/hour=HH/<topic>+<partition>+<offset>.bin, not Zooz's "
+         "<root>/date=YYYY-mm-dd/hour=HH/<partition>_<offset>.<ext>",
+         "files are cut every hour of record time (as Zooz's) and every flush.size records, not when Zooz's "
+         "buffer fills"),
+        {"format.class": "bytearray"}, _zooz_cut, connect_group=False),
 }
 
 
@@ -207,6 +268,7 @@ class Translation:
     config: dict[str, str]                      # the lakesink config
     mapping: list[tuple[str, str, str]]         # (their key, lakesink key or "-", note)
     kept: list[str] = field(default_factory=list)  # keys lakesink takes as they are
+    notes: list[str] = field(default_factory=list)  # choices made for the user (cut policy, hand-over)
 
 
 def explain(connector: Connector, raw: Mapping[str, object]) -> list[tuple[str, str, str]]:
@@ -223,8 +285,11 @@ def translate(connector: Connector, raw: Mapping[str, object], known_keys: froze
               ) -> Translation:
     """A lakesink config from ``raw``: foreign keys converted, keys lakesink knows kept, the connector's implied
     defaults and lakesink's own required keys (``name``, ``manifest.location``, ``flush.size``) filled in."""
+    from lakesink.config.keys import ignored_reason
+    from lakesink.config.overrides import is_override
+
     cfg: dict[str, str] = dict(connector.defaults)
-    kept = []
+    kept, dropped = [], []
     for k, v in raw.items():
         fk = connector.keys.get(k)
         if fk is not None:
@@ -232,16 +297,46 @@ def translate(connector: Connector, raw: Mapping[str, object], known_keys: froze
         elif k in known_keys or k.startswith("kafka."):
             cfg[k] = str(v)
             kept.append(k)
+        elif not is_override(k) and k not in _WORKER_KEYS and k != "connector.class":
+            why = ignored_reason(k)
+            dropped.append((k, "-", f"not translated: {why}" if why else
+                            f"not translated: neither a key of {connector.name} that lakesink knows nor a lakesink "
+                            f"key (dropped)"))
     for side in ("keys", "headers"):  # side files in the value's text format (Confluent's default is Avro)
         if cfg.get(f"store.kafka.{side}") == "true" and cfg.get("format.class") in ("json", "bytearray"):
             cfg.setdefault(f"{side}.format.class", "json")
     mapping = explain(connector, raw) + _overrides(raw, cfg)
+    notes = []
+    if connector.cut_policy is not None:
+        notes.append(connector.cut_policy(raw, cfg))
+    mapping += [(k, "-", _WORKER_KEYS[k]) for k in raw if k in _WORKER_KEYS] + dropped
     cfg.setdefault("name", str(raw.get("name") or "lakesink-archive"))
-    cfg.setdefault("flush.size", "1000")
+    if "flush.size" not in cfg:
+        cfg["flush.size"] = str(UNLIMITED_FLUSH_SIZE)
+        notes.append(f"cut policy: flush.size={UNLIMITED_FLUSH_SIZE} chosen by lakesink (the config sets no cut)")
     if "s3.bucket.name" in cfg:
         cfg.setdefault("manifest.location", f"s3a://{cfg['s3.bucket.name']}/_lakesink/manifest")
     cfg.pop("connector.class", None)
-    return Translation(connector, cfg, mapping, kept)
+    if connector.connect_group and raw.get("name"):
+        notes.append(f"hand-over: to start where {raw['name']!r} stopped, run `lakesink manifest handover --config "
+                     f"FILE --from-group {connect_group(str(raw['name']))}` once before the first sink (after "
+                     f"`lakesink manifest import` of its objects)")
+    elif not connector.connect_group:
+        notes.append("hand-over: the old connector commits to its own consumer group: run `lakesink manifest handover "
+                     "--config FILE --from-group GROUP` (or --start-offsets topic:partition=offset,...) once before "
+                     "the first sink")
+    return Translation(connector, cfg, mapping, kept, notes)
+
+
+def connect_group(connector_name: str) -> str:
+    """The consumer group Kafka Connect's sink tasks of connector ``connector_name`` commit to."""
+    return f"connect-{connector_name}"
+
+
+#: Connect worker settings a pasted config may carry: read for the cut policy, not lakesink keys
+_WORKER_KEYS = {
+    "offset.flush.interval.ms": "a Connect worker setting: read for the cut policy (see the cut policy line)",
+}
 
 
 def _overrides(raw: Mapping[str, object], cfg: dict[str, str]) -> list[tuple[str, str, str]]:

@@ -14,6 +14,13 @@ Per partition, an object whose range overlaps an already accepted one (or a rang
 holds) is reported and NOT imported; a gap between consecutive objects is reported (and both are imported).
 Keys no row could describe (another naming, another format) are reported as unrecognized. Objects any manifest
 row already references are skipped, so running the import again adds nothing.
+
+Another connector's objects (``naming``: :mod:`lakesink.driver.import_formats`, from the old connector's config)
+are adopted in their own naming and format: Aiven's, DeviantArt's Block-GZIP with its ``.index.json``, Zooz's. Their
+rows name the read-only format they are read with (``format``) and their file compression (``compression``), so
+``read_archive``, ``restore`` and the views read them as they are. A value object that cannot be adopted (Aiven's
+snappy, a Block-GZIP object without its index, records whose offsets are not the name's) is reported, one line
+each, and not imported.
 """
 from __future__ import annotations
 
@@ -51,6 +58,8 @@ class ImportReport:
     overlaps: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
+    #: value objects of another connector's naming that cannot be adopted, one line each (why)
+    refused: list[str] = field(default_factory=list)
     batch_id: int | None = None
     dry_run: bool = False
 
@@ -59,31 +68,58 @@ class ImportReport:
         return sum(o.records for o in self.imported)
 
 
-def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_run: bool = False) -> ImportReport:
+def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_run: bool = False,
+                   naming: Any = None) -> ImportReport:
     """Commit manifest rows for the config's objects under ``prefix`` (default: ``topics.dir``) that no manifest
     row references yet; see the module docstring. ``spark``: a session or a callable returning one (only a
-    catalog-table manifest needs it)."""
-    from lakesink.objects.formats.metadata import METADATA_EXTENSION, MetadataFormat
-    from lakesink.objects.naming import KeyExtensions, parse_key
+    catalog-table manifest needs it). ``naming``: another connector's
+    (:class:`lakesink.driver.import_formats.ForeignNaming`): its objects, in its own naming and format, are adopted
+    instead of Confluent's."""
     from lakesink.store import open_store
 
     cfg = as_config(config)
-    naming = wiring.naming(cfg)
-    fmt = wiring.value_format(cfg)
-    exts = KeyExtensions(value=fmt.extension, keys=wiring.keys_format(cfg).extension,
-                         headers=wiring.headers_format(cfg).extension, index=fmt.has_index,
-                         metadata=METADATA_EXTENSION)
     store = open_store(wiring.store_settings(cfg))
     manifest = wiring.manifest(cfg, spark)
     known = manifest.committed_keys() if manifest.exists() else set()
     state = manifest.snapshot(cfg.name).partitions if manifest.exists() else {}
     report = ImportReport(dry_run=dry_run)
+    if naming is None:
+        found = _confluent_rows(cfg, store, prefix, known, report)
+    else:
+        found = _foreign_rows(cfg, store, naming, prefix, known, report)
+    _commit(cfg, store, manifest, found, state, report, dry_run)
+    return report
 
-    values: dict[str, Any] = {}
-    sides: dict[tuple, dict[str, Any]] = {}
-    for info in store.list(prefix if prefix is not None else naming.prefix):
+
+def _listing(store: Any, prefix: str):
+    for info in store.list(prefix):
         if "/_lakesink/" in f"/{info.key}":  # the manifest's own files, when it lives in the bucket
             continue
+        yield info
+
+
+def _count(store: Any, fmt: Any, key: str, etag: str | None) -> tuple[int, bytes]:
+    data = store.read(key, etag=etag)
+    try:
+        return sum(1 for _ in fmt.read(io.BytesIO(data))), data
+    except LakesinkError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a format's decoder error: the object is not what its name says
+        raise LakesinkError(f"{store.uri(key)}: cannot be read as {fmt.name}: {type(e).__name__}: {e}") from None
+
+
+def _confluent_rows(cfg: Any, store: Any, prefix: str | None, known: set, report: ImportReport) -> dict:
+    from lakesink.objects.formats.metadata import METADATA_EXTENSION, MetadataFormat
+    from lakesink.objects.naming import KeyExtensions, parse_key
+
+    naming = wiring.naming(cfg)
+    fmt = wiring.value_format(cfg)
+    exts = KeyExtensions(value=fmt.extension, keys=wiring.keys_format(cfg).extension,
+                         headers=wiring.headers_format(cfg).extension, index=fmt.has_index,
+                         metadata=METADATA_EXTENSION)
+    values: dict[str, Any] = {}
+    sides: dict[tuple, dict[str, Any]] = {}
+    for info in _listing(store, prefix if prefix is not None else naming.prefix):
         try:
             parsed = parse_key(info.key, naming, exts)
         except KeyNameError:
@@ -100,13 +136,7 @@ def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_ru
         if key in known:
             report.already_in_manifest += 1
             continue
-        data = store.read(key, etag=info.etag)
-        try:
-            count = sum(1 for _ in fmt.read(io.BytesIO(data)))
-        except LakesinkError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a format's decoder error: the object is not what its name says
-            raise LakesinkError(f"{store.uri(key)}: cannot be read as {fmt.name}: {type(e).__name__}: {e}") from None
+        count, _data = _count(store, fmt, key, info.etag)
         if count == 0:
             report.empty.append(key)
             continue
@@ -126,7 +156,85 @@ def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_ru
                          size_bytes=info.size, etag=info.etag, version_id=info.version_id, min_timestamp_ms=tmin,
                          max_timestamp_ms=tmax)
         found.setdefault((parsed.topic, parsed.partition), []).append(row)
+    return found
 
+
+def _foreign_rows(cfg: Any, store: Any, naming: Any, prefix: str | None, known: set, report: ImportReport) -> dict:
+    """Rows for the objects another connector wrote in its own naming (``naming``), read with its format."""
+    import json
+
+    from lakesink.objects.formats import FormatSpec
+
+    topics = list(cfg.topics or ())
+    if cfg.topics_regex:
+        import re
+
+        pattern = re.compile(cfg.topics_regex)
+        accept = lambda t: pattern.fullmatch(t) is not None  # noqa: E731
+    else:
+        accept = lambda t: t in topics  # noqa: E731
+    values: dict[str, Any] = {}
+    indexes: dict[tuple, Any] = {}
+    for info in _listing(store, prefix if prefix is not None else naming.prefix):
+        parsed = naming.parse(info.key, _Accepting(accept))
+        if parsed is None:
+            report.unrecognized.append(info.key)
+        elif parsed.view == "index":
+            indexes[(parsed.topic, parsed.partition, parsed.start_offset)] = info
+        else:
+            values[info.key] = (parsed, info)
+    found: dict[tuple[str, int], list] = {}
+    for key, (parsed, info) in sorted(values.items()):
+        if key in known:
+            report.already_in_manifest += 1
+            continue
+        if parsed.refused:
+            report.refused.append(f"{store.uri(key)}: not imported: {parsed.refused}")
+            continue
+        fmt = FormatSpec(naming.format_name, {}).build(parsed.compression)
+        count, data = _count(store, fmt, key, info.etag)
+        if count == 0:
+            report.empty.append(key)
+            continue
+        first = parsed.start_offset
+        if naming.offsets_field:  # Aiven jsonl with the offset field: the name's offset and the records' must agree
+            from lakesink.objects.formats.foreign import decompress
+
+            offs = [json.loads(ln).get("offset") for ln in decompress(data, parsed.compression).splitlines() if ln]
+            if offs != list(range(first, first + count)):
+                report.refused.append(f"{store.uri(key)}: not imported: its records' offsets ({offs[0]}..{offs[-1]}) "
+                                      f"are not the {count} contiguous offsets from {first} its name gives (lakesink "
+                                      f"would misplace them)")
+                continue
+        files = ()
+        index = indexes.get((parsed.topic, parsed.partition, parsed.start_offset))
+        if naming.format_name == "blockgzip":
+            if index is None:
+                report.refused.append(f"{store.uri(key)}: not imported: no .index.json next to it")
+                continue
+            files = (SideFile("index", index.key, index.etag, index.version_id, index.size),)
+        last = first + count - 1
+        row = object_row(parsed.topic, parsed.partition, first, last, first_offset=first, last_offset=last,
+                         record_count=count, encoded_partition=None, object_key=key, object_uri=store.uri(key),
+                         side_files=files, format=naming.format_name, compression=parsed.compression,
+                         size_bytes=info.size, etag=info.etag, version_id=info.version_id, min_timestamp_ms=None,
+                         max_timestamp_ms=None)
+        found.setdefault((parsed.topic, parsed.partition), []).append(row)
+    return found
+
+
+class _Accepting:
+    """``topic in topics`` for a config's ``topics`` list or ``topics.regex``."""
+
+    def __init__(self, accept):
+        self.accept = accept
+
+    def __contains__(self, topic: object) -> bool:
+        return isinstance(topic, str) and self.accept(topic)
+
+
+def _commit(cfg: Any, store: Any, manifest: Any, found: dict, state: dict, report: ImportReport,
+            dry_run: bool) -> None:
     rows = []
     for tp, objs in sorted(found.items()):
         held = state.get(tp)
@@ -150,4 +258,3 @@ def import_archive(spark: Any, config: Any, prefix: str | None = None, *, dry_ru
         batch_id = manifest.snapshot(cfg.name).next_batch_id
         manifest.commit(cfg.name, batch_id, f"import-{uuid.uuid4().hex[:12]}", rows)
         report.batch_id = batch_id
-    return report

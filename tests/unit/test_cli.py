@@ -162,7 +162,7 @@ def _subcommands() -> list[list[str]]:
 
 
 def test_every_subcommand_is_listed():
-    assert _subcommands() == [["sink"], ["vacuum"], ["restore"], ["manifest"], ["manifest", "import"], ["check"], ["demo"], ["dev"], ["dev", "up"], ["dev", "down"],
+    assert _subcommands() == [["sink"], ["vacuum"], ["restore"], ["manifest"], ["manifest", "import"], ["manifest", "handover"], ["check"], ["demo"], ["dev"], ["dev", "up"], ["dev", "down"],
                               ["dev", "status"], ["schema"], ["schema", "history"], ["schema", "check"], ["sql"], ["status"], ["validate"], ["verify"], ["setup"], ["expire"]]
 
 

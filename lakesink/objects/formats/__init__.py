@@ -22,13 +22,22 @@ from lakesink.errors import InvalidArgumentError
 FORMAT_NAMES: tuple[str, ...] = plugins.names("format")
 
 
+def format_kind(name: str) -> str:
+    """``format`` (a writable format) or ``import_format`` (a read-only format of another connector's objects,
+    :mod:`lakesink.objects.formats.foreign`) for a format name a manifest row or config gives."""
+    if plugins.canonical("format", name) is None and plugins.canonical("import_format", name) is not None:
+        return "import_format"
+    return "format"
+
+
 def create(name: str, **options) -> Format:
     """Build a configured :class:`Format` by name (or Confluent class name).
 
     Raises ValueError for an unknown name, an unknown option or a bad option value.
     """
-    cls = plugins.load("format", name)  # ValueError: unknown format ...
-    key = plugins.canonical("format", name)
+    kind = format_kind(name)
+    cls = plugins.load(kind, name)  # ValueError: unknown format ...
+    key = plugins.canonical(kind, name)
     try:
         return cls(**options)
     except TypeError as e:  # unexpected keyword
@@ -46,10 +55,10 @@ class FormatSpec(NamedTuple):
         """The format; ``compression`` (an object's manifest row) replaces the configured file compression of
         formats whose reader needs it (:attr:`Format.reads_object_compression`)."""
         opts = self.options
-        if compression and plugins.load("format", self.name).reads_object_compression:
+        if compression and plugins.load(format_kind(self.name), self.name).reads_object_compression:
             opts = {**opts, "compression": compression}
         return create(self.name, **opts)
 
 
-__all__ = ["create", "FormatSpec", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "CountingSink",
+__all__ = ["create", "format_kind", "FormatSpec", "FORMAT_NAMES", "Format", "FormatWriter", "RecordView", "CountingSink",
            "AvroFormat", "JsonFormat", "ByteArrayFormat", "ParquetFormat", "BlockGzipFormat"]
