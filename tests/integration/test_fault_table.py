@@ -413,6 +413,11 @@ covered_by("F109", "tests/integration/test_restore_groups.py::"
 covered_by("F110", "tests/unit/test_restore_throttle.py::"
                    "test_restore_refuses_a_max_rate_that_is_not_a_positive_number_before_reading_anything")
 
+covered_by("F111", "tests/integration/test_migration.py::"
+                   "test_import_refuses_what_cannot_be_adopted_in_one_line")
+covered_by("F112", "tests/unit/test_translate_migration.py::"
+                   "test_parse_start_offsets")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:
