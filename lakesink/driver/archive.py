@@ -93,7 +93,7 @@ def select_objects(spark: "SparkSession", cfg: "SinkConfig", manifest: Any, wher
 #: The manifest columns an :class:`ArchivedObject` is built from.
 OBJECT_COLUMNS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
                   "record_count", "side_files", "format", "compression", "size_bytes", "schema_id", "min_timestamp",
-                  "max_timestamp", "kind")
+                  "max_timestamp", "kind", "note")
 
 
 def split_objects(spark: "SparkSession | None", cfg: "SinkConfig", manifest: Any,
