@@ -293,6 +293,10 @@ def _stage(cfg, reader, report: EraseReport) -> list[tuple[ErasedObject, str]]:
             entry = {"view": view, "key": key, "old_etag": strip_etag(etag) if etag else None,
                      "old_version": version, "size": len(data)}
             if isinstance(res, PendingWrite):
+                if etag is None or strip_etag(res.existing_etag) != strip_etag(etag):
+                    store.abort_pending(res)  # changed since the manifest recorded it: never replaced by us
+                    raise ObjectChangedError(f"{store.uri(key)}: holds ETag {res.existing_etag}, the manifest recorded "
+                                             f"{etag}: changed under the erase; nothing was committed")
                 entry["pending"] = dataclasses.asdict(res)
             elif etag is not None:  # the key is gone: the object changed under the erase
                 raise ObjectChangedError(f"{store.uri(key)}: no longer stored (the manifest recorded ETag {etag}); "

@@ -25,7 +25,7 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("job", "STRING", False, "job name (config `name`)"),
     ("topic", "STRING", False, "Kafka topic"),
     ("kafka_partition", "INT", False, "Kafka partition"),
-    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain)"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain | erased (records an erase removed from an object it rewrote under the same key: a tombstone of the old object row, a note inside the new row's span) | erasing (an erase's intent: its staged rewrites, a note no view reads)"),
     ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
     ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
     ("first_offset", "BIGINT", True, "offset of this object's first record"),
