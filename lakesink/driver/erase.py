@@ -57,7 +57,7 @@ from lakesink.manifest.rows import (ERASED, ERASING, REWRITTEN_NOTE, SideFile, e
                                     offset_runs, rewritten_row, tombstone_identity)
 from lakesink.store import strip_etag
 
-__all__ = ["EraseReport", "ErasedObject", "erase"]
+__all__ = ["EraseReport", "ErasedObject", "erase", "unfinished_intents"]
 
 
 @dataclass
@@ -131,7 +131,7 @@ def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
         return manifest.arrow(job=cfg.name).to_pylist()
 
     rows = read_rows()
-    report.unfinished = _unfinished(rows)
+    report.unfinished = unfinished_intents(rows)
     if execute and report.unfinished:
         report.finished = _finish(cfg, manifest, reader, report, report.unfinished, hooks)
         rows = read_rows()
@@ -333,7 +333,7 @@ def _pending_fields(p: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------------ finish
 
 
-def _unfinished(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def unfinished_intents(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Intent rows (``erasing``) no ``erased`` row of the same key and old ETag follows, whose object is still live:
     erases killed between their intent commit and their final commit."""
     erased = {tombstone_identity(r) for r in rows if r.get("kind") == ERASED}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from lakesink.driver.erase import _unfinished
+from lakesink.driver.erase import unfinished_intents
 from lakesink.driver.validate import object_frame
 from lakesink.driver.verify import chain_faults, erased_runs
 from lakesink.executor.readback import ArchivedObject
@@ -53,7 +53,7 @@ def test_an_erase_commit_supersedes_the_old_row_and_the_views_show_it(tmp_path):
     intent = erasing_row(first, '{"files": []}')
     assert (intent.kind, intent.object_key, intent.etag) == (ERASING, first["object_key"], "e")
     m.commit_notes("j", "run-e", "erase", lambda: [intent])
-    assert [r["object_key"] for r in _unfinished(m.arrow(job="j").to_pylist())] == [first["object_key"]]
+    assert [r["object_key"] for r in unfinished_intents(m.arrow(job="j").to_pylist())] == [first["object_key"]]
 
     def rows_for(old, offsets, count):
         new_sides = (SideFile("keys", old["side_files"][0]["key"], "k2", "kv2", 4),)
@@ -66,7 +66,7 @@ def test_an_erase_commit_supersedes_the_old_row_and_the_views_show_it(tmp_path):
     m.commit_notes("j", "run-e", "erase", lambda: rows_for(first, [0, 4, 5], 7) + rows_for(
         other, list(range(10)), 0))
     after_rows = m.arrow(job="j").to_pylist()
-    assert _unfinished(after_rows) == []  # the intent is finished
+    assert unfinished_intents(after_rows) == []  # the intent is finished
     fresh = DeltaRsManifest(m.location)
     assert fresh.snapshot("j").partitions == before.partitions  # the sink's offsets are untouched
     live = live_objects(after_rows)
