@@ -45,9 +45,9 @@ def run(args: argparse.Namespace, output) -> TableResult:
     from lakesink.config import load_config
     from lakesink.driver.erase import erase
     from lakesink.driver.preflight import check_stores
-    from lakesink.manifest.queries import where_predicate
+    from lakesink.manifest.queries import RECORD_PREDICATE_HINT, where_predicate
 
-    where_predicate(args.where)  # a refused predicate fails before any service
+    where_predicate(args.where, hint=RECORD_PREDICATE_HINT)  # a refused predicate fails before any service
     cfg = load_config(args.config)
     check_stores(cfg, writes=args.execute)
     return report_table(erase(cfg, args.where, execute=args.execute))

@@ -117,11 +117,11 @@ def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
     (the intent commit), ``after_intent``, ``after_replace`` (after each object's files were replaced),
     ``after_commit`` (the erased rows committed), ``after_delete`` (after each old version deleted)."""
     from lakesink.executor.archive_tasks import ObjectReader
-    from lakesink.manifest.queries import where_predicate
+    from lakesink.manifest.queries import RECORD_PREDICATE_HINT, where_predicate
 
     if where is None or not where.strip():
         raise InvalidArgumentError("--where: a predicate over records is required (e.g. \"key = 'customer-42'\")")
-    predicate = where_predicate(where)  # refused before anything is read
+    predicate = where_predicate(where, hint=RECORD_PREDICATE_HINT)  # refused before anything is read
     report = EraseReport(cfg.name, where.strip(), run_id or uuid.uuid4().hex)
     manifest = _manifest(cfg)
     parts = wiring.task_parts(cfg)

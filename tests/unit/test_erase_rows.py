@@ -102,3 +102,14 @@ def test_an_erased_row_is_a_tombstone_of_its_object_only():
     assert [r["first_offset"] for r in live_objects([a, b, tomb.to_json()])] == [10]
     other_etag = dataclasses.replace(tomb, etag="else").to_json()
     assert len(live_objects([a, b, other_etag])) == 2  # another ETag: another object
+
+
+def test_the_cli_refuses_a_predicate_reaching_past_the_records_before_reading_the_config(tmp_path, capsys):
+    from lakesink.cli.main import main
+
+    missing = str(tmp_path / "no-such-config.properties")  # never read: the predicate fails first
+    assert main(["erase", "--config", missing, "--where", "key IN (SELECT key FROM manifest)"]) == 2
+    err = capsys.readouterr()
+    line = (err.err + err.out).strip().splitlines()[-1]
+    assert line.startswith("lakesink: error: --where ") and "a subquery is not allowed" in line
+    assert "over the records' columns: topic, partition, offset" in line and "Traceback" not in err.err
