@@ -43,7 +43,6 @@ rebuilt from the manifest as it then is (an object no longer live is left alone)
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -186,51 +185,66 @@ def _plan(reader, rows: list[Mapping[str, Any]], predicate: str, where: str, rep
     import pyarrow as pa
 
     from lakesink.executor.archive_tasks import arrow_record_schema
-    from lakesink.executor.readback import ArchivedObject
-    from lakesink.manifest.duck import LOCKDOWN, error_line, to_duckdb
-    from lakesink.objects.formats.metadata import TIMESTAMP_TYPES
+    from lakesink.manifest.duck import LOCKDOWN, to_duckdb
 
     schema = arrow_record_schema()
     live = sorted(live_objects(rows), key=lambda r: (r["topic"], r["kafka_partition"], r["first_offset"]))
     query = to_duckdb(f"SELECT offset FROM records WHERE coalesce(({predicate}), false)")
     checked = False
-    for row in live:
-        obj = ArchivedObject.from_row(row)
-        batch = reader.batch(obj, schema)
-        report.scanned_objects += 1
-        if batch is None or batch.num_rows == 0:
-            continue
-        report.scanned_records += batch.num_rows
-        table = pa.Table.from_batches([batch]).rename_columns(
-            ["topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value_bytes", "headers"])
-        decoded = _decoded_values(reader, obj) if "value" in predicate.lower() else None
-        table = table.append_column("value", decoded if decoded is not None and len(decoded) == batch.num_rows
-                                    else table.column("value_bytes"))
-        con = duckdb.connect(":memory:")
-        try:
-            con.register("records", table)
-            for statement in LOCKDOWN:
-                con.execute(statement)
-            if not checked:
-                kind = con.execute(f"DESCRIBE {to_duckdb(f'SELECT ({predicate}) AS p FROM records')}").fetchall()[0][1]
-                if kind not in ("BOOLEAN", '"NULL"', "NULL"):
-                    raise ArchiveQueryError(f"--where {where!r}: is a {kind.lower()}, not a boolean expression over "
-                                            f"the records' columns")
-                checked = True
-            hits = sorted({r[0] for r in con.execute(query).fetchall()})
-        except duckdb.Error as e:
-            raise ArchiveQueryError(f"--where {where!r}: {error_line(e)}") from None
-        finally:
-            con.close()
-        if not hits:
-            continue
-        offsets = batch.column(2).to_pylist()
-        gone = set(hits)
-        ts = batch.column(3).cast(pa.int64()).to_pylist()
-        types = [None if t is None else TIMESTAMP_TYPES.index(t) - 1 for t in batch.column(4).to_pylist()]
-        report.matched.append(ErasedObject(
-            row=row, offsets=hits, records=batch.num_rows, keep=[i for i, o in enumerate(offsets) if o not in gone],
-            all_offsets=offsets, timestamps=[None if t is None else t // 1000 for t in ts], types=types))
+    con = duckdb.connect(":memory:")  # one connection, each object's records registered in turn
+    try:
+        con.register("records", pa.table({"offset": pa.array([], pa.int64())}))
+        for statement in LOCKDOWN:
+            con.execute(statement)
+        for row in live:
+            checked = _match(reader, con, row, predicate, query, where, report, schema, checked)
+    finally:
+        con.close()
+
+
+def _match(reader, con, row: Mapping[str, Any], predicate: str, query: str, where: str, report: EraseReport,
+           schema: Any, checked: bool) -> bool:
+    """Evaluate the predicate over one object's records (``report.matched`` gets it when any match); whether the
+    predicate's type was checked."""
+    import duckdb
+    import pyarrow as pa
+
+    from lakesink.executor.readback import ArchivedObject
+    from lakesink.manifest.duck import error_line, to_duckdb
+    from lakesink.objects.formats.metadata import TIMESTAMP_TYPES
+
+    obj = ArchivedObject.from_row(row)
+    batch = reader.batch(obj, schema)
+    report.scanned_objects += 1
+    if batch is None or batch.num_rows == 0:
+        return checked
+    report.scanned_records += batch.num_rows
+    table = pa.Table.from_batches([batch]).rename_columns(
+        ["topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value_bytes", "headers"])
+    decoded = _decoded_values(reader, obj) if "value" in predicate.lower() else None
+    table = table.append_column("value", decoded if decoded is not None and len(decoded) == batch.num_rows
+                                else table.column("value_bytes"))
+    try:
+        con.register("records", table)
+        if not checked:
+            kind = con.execute(f"DESCRIBE {to_duckdb(f'SELECT ({predicate}) AS p FROM records')}").fetchall()[0][1]
+            if kind not in ("BOOLEAN", '"NULL"', "NULL"):
+                raise ArchiveQueryError(f"--where {where!r}: is a {kind.lower()}, not a boolean expression over "
+                                        f"the records' columns")
+            checked = True
+        hits = sorted({r[0] for r in con.execute(query).fetchall()})
+    except duckdb.Error as e:
+        raise ArchiveQueryError(f"--where {where!r}: {error_line(e)}") from None
+    if not hits:
+        return checked
+    offsets = batch.column(2).to_pylist()
+    gone = set(hits)
+    ts = batch.column(3).cast(pa.int64()).to_pylist()
+    types = [None if t is None else TIMESTAMP_TYPES.index(t) - 1 for t in batch.column(4).to_pylist()]
+    report.matched.append(ErasedObject(
+        row=row, offsets=hits, records=batch.num_rows, keep=[i for i, o in enumerate(offsets) if o not in gone],
+        all_offsets=offsets, timestamps=[None if t is None else t // 1000 for t in ts], types=types))
+    return checked
 
 
 # ------------------------------------------------------------------------------------------------------- stage
