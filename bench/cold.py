@@ -20,6 +20,12 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
   lakesink's JVM class archive (``lakesink.runtime.class_archive``), as a plain Spark job runs, unless
   ``--plain-class-archive``.
 
+Keys and headers (issue #30 item 1; ``--side-formats``, default ``avro,json``, '' to skip): a second topic holds the
+same values with a key (~14 B) and two headers (~45 B) per record (``bench/sink.py``'s ``record_key`` and
+``record_headers``); each run archives it per engine without side files, then with ``store.kafka.keys=true`` and
+``store.kafka.headers=true`` in each side-file format (``keys.format.class`` = ``headers.format.class``), and prints
+the CPU ratio with side files / without (target <= 1.3x).
+
 After each lakesink run the same command runs again with nothing new to archive (``empty re-run``): what a
 scheduled run costs when the topic is idle (the engine starts in advance: the local workers, or a JVM that run
 never uses).
@@ -154,6 +160,9 @@ def main(argv=None) -> int:
                          "as a plain Spark job would not)")
     ap.add_argument("--engines", default="local,spark",
                     help="lakesink's engines to time, comma-separated (default local,spark: `lakesink sink --engine`)")
+    ap.add_argument("--side-formats", default="avro,json",
+                    help="keys+headers variant: side-file formats to archive the keys+headers topic with, each against "
+                         "the same topic without side files ('' = skip the variant)")
     ap.add_argument("--plain-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--servers", help=argparse.SUPPRESS)
     ap.add_argument("--endpoint", help=argparse.SUPPRESS)
@@ -163,6 +172,7 @@ def main(argv=None) -> int:
     if args.plain_child:
         return plain_child(args)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    side_formats = [f.strip() for f in args.side_formats.split(",") if f.strip()]
     if not engines or any(e not in ("local", "spark") for e in engines):
         ap.error(f"--engines {args.engines!r}: local and/or spark")
 
@@ -183,37 +193,59 @@ def main(argv=None) -> int:
         kafka.create_topic(TOPIC, partitions=bench_sink.PARTITIONS)
         log(f"producing {args.records:,} JSON records to {TOPIC}")
         value_bytes = bench_sink.produce(servers, TOPIC, args.records, bench_sink.json_value)
+        kh_topic = TOPIC + bench_sink.KH_SUFFIX
+        if side_formats:
+            kafka.create_topic(kh_topic, partitions=bench_sink.PARTITIONS)
+            log(f"producing {args.records:,} JSON records with keys and headers to {kh_topic}")
+            bench_sink.produce(servers, kh_topic, args.records, bench_sink.json_value, key=bench_sink.record_key,
+                               headers=bench_sink.record_headers)
         snap = KafkaMetadata({"bootstrap.servers": servers}).snapshot([TOPIC])
         ends = {p: b.latest for (_t, p), b in snap.bounds.items()}
         log(f"{sum(ends.values()):,} records, {value_bytes / 1e6:.0f} MB of values; {args.runs} cold run(s) each")
-        rows = []
-        for run in range(args.runs):
-            row: dict = {}
-            for engine in engines:
-                name = f"cold-{run}-{engine}-{uuid.uuid4().hex[:6]}"
-                cfg = bench_sink.sink_config("json", name, servers, s3.endpoint_url,
-                                             f"s3a://{bench_sink.BUCKET}/_lakesink/{name}", args.flush_size,
-                                             {"topics.dir": f"cold/{name}"})
-                cfg_file = work / f"{name}.json"
-                cfg_file.write_text(json.dumps(cfg))
-                sink_cmd = [sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config",
-                            str(cfg_file), "--once", "--flush-tail", "--engine", engine]
-                services = [kafka.pid, s3.pid]
-                before, stolen = cpu_of(services), steal_s()
-                wall, cpu, out = run_measured(sink_cmd, env)
-                services_cpu, stolen = cpu_of(services) - before, steal_s() - stolen
-                batch = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
-                assert batch["records"] == sum(ends.values()), batch
-                phases = batch["seconds"]
-                phases["other"] = max(0.0, wall - sum(phases.values()))
-                log(f"run {run}: lakesink ({engine} engine) {wall:.1f} s, CPU {cpu:.1f} s, services CPU "
-                    f"{services_cpu:.1f} s, steal {stolen:.1f} s "
-                    f"({', '.join(f'{k} {v:.1f}' for k, v in phases.items())})")
+        services = [kafka.pid, s3.pid]
+
+        def sink_run(run: int, engine: str, label: str, extra: dict, empty: bool) -> dict:
+            """One cold ``lakesink sink --once --flush-tail`` (then, with ``empty``, its empty re-run)."""
+            name = f"cold-{run}-{engine}-{label}-{uuid.uuid4().hex[:6]}"
+            cfg = bench_sink.sink_config("json", name, servers, s3.endpoint_url,
+                                         f"s3a://{bench_sink.BUCKET}/_lakesink/{name}", args.flush_size,
+                                         {"topics.dir": f"cold/{name}", **extra})
+            cfg_file = work / f"{name}.json"
+            cfg_file.write_text(json.dumps(cfg))
+            sink_cmd = [sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config",
+                        str(cfg_file), "--once", "--flush-tail", "--engine", engine]
+            before, stolen = cpu_of(services), steal_s()
+            wall, cpu, out = run_measured(sink_cmd, env)
+            services_cpu, stolen = cpu_of(services) - before, steal_s() - stolen
+            batch = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
+            assert batch["records"] == sum(ends.values()), batch
+            phases = batch["seconds"]
+            phases["other"] = max(0.0, wall - sum(phases.values()))
+            log(f"run {run}: lakesink ({engine} engine, {label}) {wall:.1f} s, CPU {cpu:.1f} s, services CPU "
+                f"{services_cpu:.1f} s, steal {stolen:.1f} s "
+                f"({', '.join(f'{k} {v:.1f}' for k, v in phases.items())})")
+            got = {"s": wall, "cpu_s": cpu, "phases": phases, "services_cpu_s": services_cpu, "steal_s": stolen}
+            if empty:
                 empty_wall, empty_cpu, out = run_measured(sink_cmd, env)
                 assert json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["records"] == 0
                 log(f"run {run}: lakesink ({engine} engine) empty re-run {empty_wall:.1f} s, CPU {empty_cpu:.1f} s")
-                row[engine] = {"s": wall, "cpu_s": cpu, "phases": phases, "services_cpu_s": services_cpu,
-                               "steal_s": stolen, "empty_s": empty_wall, "empty_cpu_s": empty_cpu}
+                got.update(empty_s=empty_wall, empty_cpu_s=empty_cpu)
+            return got
+
+        rows = []
+        kh_rows: list[dict] = []
+        for run in range(args.runs):
+            row: dict = {}
+            for engine in engines:
+                row[engine] = sink_run(run, engine, "values", {}, empty=True)
+            kh: dict = {}
+            for engine in engines if side_formats else ():
+                kh[(engine, "none")] = sink_run(run, engine, "kh-none", {"topics": kh_topic}, empty=False)
+                for side in side_formats:
+                    kh[(engine, side)] = sink_run(run, engine, f"kh-{side}", {
+                        "topics": kh_topic, "store.kafka.keys": "true", "store.kafka.headers": "true",
+                        "keys.format.class": side, "headers.format.class": side}, empty=False)
+            kh_rows.append(kh)
             pwall, pcpu, _ = run_measured([sys.executable, __file__, "--plain-child", "--servers", servers,
                                            "--endpoint", s3.endpoint_url, "--ends", json.dumps(ends),
                                            "--flush-size", str(args.flush_size),
@@ -242,6 +274,31 @@ def main(argv=None) -> int:
             print(f"{engine} engine: median vs plain Spark {med:.2f}x (target >= 1.5x); median end to end "
                   f"{statistics.median(row[engine]['s'] for row in rows):.1f} s, CPU "
                   f"{statistics.median(row[engine]['cpu_s'] for row in rows) * per_m:.0f} s per million records")
+        if side_formats:
+            print(f"\nKeys and headers: {kh_topic}, the same values with a key and two headers per record, archived "
+                  "without side files (none) and with store.kafka.keys=true and store.kafka.headers=true in each "
+                  "side-file format; ratio = CPU with side files / CPU without, same run and engine (target <= 1.3x)")
+            print("| run | engine | side files | lakesink s | lakesink CPU-s/M | CPU ratio vs none | services CPU-s "
+                  "| steal s | lakesink phases (s) |")
+            print("|---|---|---|---|---|---|---|---|---|")
+            for i, kh in enumerate(kh_rows):
+                for engine in engines:
+                    none = kh[(engine, "none")]
+                    for side in ["none"] + side_formats:
+                        r = kh[(engine, side)]
+                        print(f"| {i} | {engine} | {side} | {r['s']:.1f} | {r['cpu_s'] * per_m:.1f} | "
+                              f"{r['cpu_s'] / none['cpu_s']:.2f}x | {r['services_cpu_s']:.1f} | {r['steal_s']:.1f} | "
+                              + ", ".join(f"{k} {v:.1f}" for k, v in r["phases"].items()) + " |")
+            print()
+            for engine in engines:
+                for side in side_formats:
+                    med = statistics.median(kh[(engine, side)]["cpu_s"] / kh[(engine, "none")]["cpu_s"]
+                                            for kh in kh_rows)
+                    print(f"{engine} engine, {side} side files: median CPU ratio with keys+headers / without "
+                          f"{med:.2f}x (target <= 1.3x); CPU "
+                          f"{statistics.median(kh[(engine, side)]['cpu_s'] for kh in kh_rows) * per_m:.1f} vs "
+                          f"{statistics.median(kh[(engine, 'none')]['cpu_s'] for kh in kh_rows) * per_m:.1f} s per "
+                          "million records")
         for what, (lo, hi) in CONNECT.items():
             print(f"reference (measured by hand, quoted from the issue): {what} {lo}-{hi} s")
         return 0

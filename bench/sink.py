@@ -41,6 +41,12 @@ ratio = lakesink records/s / baseline records/s.
 Targets (printed, never asserted): sink >= 1.0x plain Spark per format, >= 0.7x bare read,
 lookup <= 2 s at 1M rows. The table is also written to ``bench/results/sink-latest.json``.
 
+Keys and headers (``--keys-headers FORMATS``, default json,avro; ``--side-formats``, default avro,json): per format
+a topic ``<topic>-kh`` of the same values with a key (~14 B, :func:`record_key`) and two headers (~45 B,
+:func:`record_headers`) per record, archived per reader (warm batch, ``file://``) without side files and with
+``store.kafka.keys=true``/``store.kafka.headers=true`` in each side-file format; the process tree's CPU and the
+ratio with side files / without are printed (target <= 1.3x, issue #30 item 1) and written to the JSON.
+
 ``--profile FORMAT`` instead runs the executor-side archive function (``lakesink.executor.task.archive_partitions``)
 in this process under cProfile over one partition (to a local store) and prints the top functions.
 """
@@ -192,8 +198,24 @@ def timed(fn, repeat: int = 1):
     return best, out
 
 
-def produce(servers: str, topic: str, n: int, make) -> int:
-    """Produce n values (partition i % PARTITIONS, null key); return the value bytes."""
+#: the keys+headers variant (issue #30 item 1): topics holding the same values with a key and two headers per
+#: record, archived with and without ``store.kafka.keys``/``store.kafka.headers``
+KH_SUFFIX = "-kh"
+
+
+def record_key(i: int) -> bytes:
+    """The keys+headers variant's key of record ``i`` (~14 B)."""
+    return b"customer-%05d" % (i % 99991)
+
+
+def record_headers(i: int) -> list[tuple[str, bytes]]:
+    """The keys+headers variant's headers of record ``i``: a constant one and a per-record trace id (~45 B)."""
+    return [("source", b"bench-producer"), ("trace-id", b"%016x" % (i * 2654435761 % (1 << 64)))]
+
+
+def produce(servers: str, topic: str, n: int, make, key=None, headers=None) -> int:
+    """Produce n values (partition i % PARTITIONS; null key and no headers unless ``key``/``headers``, functions of
+    i, give them); return the value bytes."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": servers, "linger.ms": 50, "batch.size": 1_000_000,
@@ -211,7 +233,11 @@ def produce(servers: str, topic: str, n: int, make) -> int:
         total += len(v)
         while True:
             try:
-                p.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=done)
+                if key is None and headers is None:
+                    p.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=done)
+                else:
+                    p.produce(topic, value=v, partition=i % PARTITIONS, on_delivery=done,
+                              key=None if key is None else key(i), headers=None if headers is None else headers(i))
                 break
             except BufferError:
                 p.poll(0.05)
@@ -414,16 +440,19 @@ def ceiling_read(spark, servers: str, topic: str, ends: dict[int, int]) -> float
 
 def setup_topic(kafka, servers: str, topic: str, n: int) -> tuple[float, int]:
     """Create one benchmark topic and produce its N records: (seconds, value bytes). A new topic row is
-    a new entry in ``TOPIC_OF`` plus a branch here."""
+    a new entry in ``TOPIC_OF`` plus a branch here; a topic named ``<topic>-kh`` (:data:`KH_SUFFIX`) holds the
+    same values with keys and headers (:func:`record_key`, :func:`record_headers`)."""
     kafka.create_topic(topic, partitions=PARTITIONS)
-    if topic == "bench-avro":
+    base = topic[:-len(KH_SUFFIX)] if topic.endswith(KH_SUFFIX) else topic
+    kh = {"key": record_key, "headers": record_headers} if base != topic else {}
+    if base == "bench-avro":
         parsed = fastavro.parse_schema(AVRO_SCHEMA)
         make = lambda i: avro_value(parsed, i)  # noqa: E731
-    elif topic == "bench-json":
+    elif base == "bench-json":
         make = json_value
     else:
         raise ValueError(f"no producer for topic {topic}")
-    return timed(lambda: produce(servers, topic, n, make))
+    return timed(lambda: produce(servers, topic, n, make, **kh))
 
 
 def run_sink(spark, cfg_dict: dict):
@@ -703,6 +732,45 @@ def wire_avro_row(spark, kafka, work: Path, n: int, flush_size: int, repeat: int
     }
 
 
+def keys_headers_rows(spark, kafka, work: Path, n: int, formats: list[str], side_formats: list[str],
+                      readers: list[str], flush_size: int, services: set[int]) -> list[dict]:
+    """The keys+headers variant (issue #30 item 1): for each format, a topic of the same values with a key and two
+    headers per record (``<topic>-kh``), archived (warm batch, local ``file://`` store) per reader without side files
+    and with ``store.kafka.keys``/``store.kafka.headers`` in each of ``side_formats``; the process tree's CPU of each
+    batch and the ratio with side files / without (target <= 1.3x)."""
+    from lakesink.driver.kafka_admin import KafkaMetadata
+
+    servers = kafka.bootstrap_servers
+    out = []
+    for topic in sorted({TOPIC_OF[f] + KH_SUFFIX for f in formats}):
+        secs, _bytes = setup_topic(kafka, servers, topic, n)
+        log(f"produced {n:,} records with keys and headers to {topic} in {secs:.1f}s")
+    snap = KafkaMetadata({"bootstrap.servers": servers}).snapshot(sorted({TOPIC_OF[f] + KH_SUFFIX for f in formats}))
+    assert all(b.latest - b.earliest for b in snap.bounds.values())
+    for fmt in formats:
+        topic = TOPIC_OF[fmt] + KH_SUFFIX
+        for reader in readers:
+            cpu = {}
+            for side in ["none"] + side_formats:
+                extra = {"topics": topic, "kafka.reader": reader}
+                if side != "none":
+                    extra.update({"store.kafka.keys": "true", "store.kafka.headers": "true",
+                                  "keys.format.class": side, "headers.format.class": side})
+                with TreeSampler(services) as tree:
+                    t_sink, _setup, res = run_sink(spark, sink_config(
+                        fmt, f"bench-kh-{fmt}-{reader}-{side}", servers, f"file://{work}/store",
+                        f"{work}/warm/manifest-{fmt}", flush_size, extra))
+                if res.records != n:
+                    raise RuntimeError(f"lakesink {fmt} keys+headers ({reader}, {side}) archived {res.records} of {n}")
+                cpu[side] = tree.cpu_s
+                log(f"lakesink {fmt} keys+headers ({reader}, side files {side}): {t_sink:.1f}s, tree CPU "
+                    f"{tree.cpu_s:.1f}s ({res.summary()})")
+                out.append({"format": fmt, "reader": reader, "side_files": side, "records": n,
+                            "sink_s": round(t_sink, 2), "cpu_s_per_m": round(tree.cpu_s * 1e6 / n, 2),
+                            "cpu_ratio_vs_none": round(tree.cpu_s / cpu["none"], 3), "objects": res.objects})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000, help="records per topic (default 1,000,000)")
@@ -723,6 +791,10 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--profile", metavar="FORMAT", help="profile the archive function for FORMAT and exit")
     ap.add_argument("--wire-avro", action="store_true", help="add the registry-backed wire-format Avro row")
+    ap.add_argument("--keys-headers", default="json,avro",
+                    help="formats of the keys+headers variant: the same values with keys and headers, archived without "
+                         "and with side files; CPU ratio printed ('' = skip)")
+    ap.add_argument("--side-formats", default="avro,json", help="side-file formats of the keys+headers variant")
     a = ap.parse_args(argv)
     if a.profile:
         profile(a.profile, a.records, a.flush_size)
@@ -865,6 +937,11 @@ def main(argv=None) -> int:
         if a.wire_avro:
             results.append(wire_avro_row(spark, kafka, work, n, a.flush_size, a.repeat))
 
+        kh_formats = [f for f in a.keys_headers.split(",") if f and f in formats]
+        kh_rows = keys_headers_rows(spark, kafka, work, n, kh_formats,
+                                    [f for f in a.side_formats.split(",") if f], readers, a.flush_size,
+                                    services) if kh_formats else []
+
         # what the headers column alone costs the read (store.kafka.headers=true; the records have no headers)
         hdr_floor = None
         if "json" in formats:
@@ -936,6 +1013,14 @@ def main(argv=None) -> int:
     if worst > 10:
         print(f"WARNING: other processes used up to {worst:.0f}% of the CPUs during timed sections: "
               f"the numbers are not clean; rerun on an idle machine")
+    if kh_rows:
+        print("\nkeys and headers (issue #30): the same values with a key (~14 B) and two headers (~45 B) per record, "
+              "warm batch to file://, side files none / in each side-file format; CPU ratio = with / without "
+              "(target <= 1.3x)")
+        print(f"{'format':10} {'reader':6} {'side files':10} {'lakesink s':>10} {'CPU s/M':>8} {'CPU ratio':>9}")
+        for r in kh_rows:
+            print(f"{r['format']:10} {r['reader']:6} {r['side_files']:10} {r['sink_s']:10.2f} {r['cpu_s_per_m']:8.2f} "
+                  f"{r['cpu_ratio_vs_none']:8.2f}x")
     print("\nmanifest commit latency per sink batch (fresh manifest, one batch each): "
           + ", ".join(f"{r['format']}/{'file' if r['destination'].startswith('local') else 's3a'} {r['commit_s']:.2f}s"
                       for r in results))
@@ -967,6 +1052,7 @@ def main(argv=None) -> int:
         "rows": results, "manifest": man, "ceiling_s": {t: round(v, 2) for t, v in ceiling.items()},
         "worker_rss": rss, "total_s": round(total),
         "floor_json_with_headers_s": hdr_floor[0] if hdr_floor else None,
+        "keys_headers": kh_rows,
         "loadavg_start": load_start[0], "loadavg_end": load_end[0],
     }, indent=2) + "\n")
     print(f"wrote {RESULTS}")

@@ -72,6 +72,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "consumed, committed in the restore's transactions, only while the group has no members")
     p.add_argument("--groups-regex", default=None, metavar="REGEX",
                    help="also every archived group this regular expression matches (with --groups: the union)")
+    p.add_argument("--max-rate", type=float, default=None, metavar="RECORDS_PER_S",
+                   help="produce at most this many records a second per task (one source partition each; a restore "
+                        "of P partitions at once produces up to P times this): to spare a live destination cluster")
     p.add_argument("--master", default=None, help="Spark master for a local run")
     p.add_argument("--engine", choices=("auto", "spark", "local"), default="auto",
                    help="what runs the restore's tasks: auto (default) = local worker processes (no JVM) for a path "
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace, output) -> RestoreResult:
                          target_subject_strategy=args.target_subject_strategy,
                          target_registry_roles=args.target_registry_ids, partitioner=args.partitioner,
                          partition_map=args.partition_map, groups=args.groups, groups_regex=args.groups_regex,
-                         on_progress=display)
+                         max_rate=args.max_rate, on_progress=display)
     return RestoreResult(report=report)
 
 

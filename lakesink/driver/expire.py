@@ -28,7 +28,7 @@ from lakesink import wiring
 from lakesink.errors import ConfigError, ManifestError
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest.queries import naive_utc
-from lakesink.manifest.rows import EXPIRED, expired_row, live_objects, tombstone_identity
+from lakesink.manifest.rows import EXPIRED, expired_row, live_objects, tombstone_identity, value_omitted
 from lakesink.store import strip_etag
 
 
@@ -89,7 +89,8 @@ def due_objects(rows: list[Mapping[str, Any]], cutoff: dt.datetime) -> tuple[lis
 
 def object_files(row: Mapping[str, Any]) -> list[tuple[str, str | None, str | None]]:
     """``(key, etag, version_id)`` of a row's value object and each side file."""
-    out = [(row["object_key"], row.get("etag"), row.get("version_id"))] if row.get("object_key") else []
+    out = ([(row["object_key"], row.get("etag"), row.get("version_id"))]
+           if row.get("object_key") and not value_omitted(row) else [])
     for s in row.get("side_files") or ():
         s = s if isinstance(s, Mapping) else s.__dict__
         if s.get("key"):

@@ -244,7 +244,8 @@ def _check_destinations(admin, parts: list[PartitionRestore], timeout_s: float) 
 def _check_objects(store, objects: list[ArchivedObject]) -> None:
     expected: dict[str, str | None] = {}
     for o in objects:
-        expected[o.object_key] = o.etag
+        if not o.value_omitted:
+            expected[o.object_key] = o.etag
         expected.update((s["key"], s.get("etag")) for s in o.side_files if s.get("key"))
     with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
         current = dict(zip(expected, pool.map(store.head, expected)))
@@ -420,7 +421,7 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             target_registry: Any = None, target_subject_strategy: str = "topic",
             target_registry_roles: Any = None, partitioner: str | None = None,
             partition_map: Any = None, groups: Any = None, groups_regex: str | None = None,
-            on_progress: Any = None) -> RestoreReport:
+            max_rate: float | None = None, on_progress: Any = None) -> RestoreReport:
     """Restore the archived records of the committed objects ``where`` selects (a boolean expression over the
     manifest's columns, rows of the config's job) to ``to_topic`` or ``topic_map=(REGEX, REPLACEMENT)``, same
     partition numbers, exactly once for ``read_committed`` consumers: records an earlier restore already
@@ -445,7 +446,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     docstring); a dry run then reads the destination's partition count too.
     ``groups`` (names, or a comma list) / ``groups_regex``: consumer groups whose archived offsets (the sink's
     ``consumer.groups``) are placed on the destination, each at the first restored record it had not consumed, in
-    the restore's transactions (:mod:`lakesink.driver.restore_groups`); not with a routed restore (for now).
+    the restore's transactions (:mod:`lakesink.driver.restore_groups`); with a routed restore only where no
+    destination partition gets records of two source partitions (each group is placed on every partition its
+    source partition's records reach).
+    ``max_rate``: at most this many records a second per task (one source partition; ``--max-rate``).
     ``on_progress``: called with a :class:`lakesink.runners.progress.Progress` while the tasks run (records
     produced so far of the records the restore reads, ``label`` ``restore``; a CLI display)."""
     t0 = time.monotonic()
@@ -456,6 +460,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
                                    f"(Kafka's murmur2 on the key)")
     pmap = PartitionMap.of(partition_map) if partition_map is not None else None
     routed = partitioner is not None or pmap is not None
+    if max_rate is not None and not (isinstance(max_rate, (int, float)) and max_rate > 0):
+        raise InvalidArgumentError(f"--max-rate (max_rate) is a number of records a second > 0, not {max_rate!r}")
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("--drop-tombstones (drop_tombstones) needs --latest-per-key (latest_per_key): a "
                                    "restore of every record keeps its tombstones")
@@ -495,13 +501,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     if groups or groups_regex is not None:
         from lakesink.driver import restore_groups as rg
 
-        if routed:
-            raise InvalidArgumentError("--groups with --partitioner / --partition-map is not supported yet: a group's "
-                                       "position is one offset per destination partition, and a routed source "
-                                       "partition reaches several")
         targets = rg.group_targets(cfg, *rg.parse_groups(groups, groups_regex), planned, wiring.s3_settings(cfg),
                                    session)
-        report.groups = rg.plan_lines(targets, planned)
+        if not routed:
+            report.groups = rg.plan_lines(targets, planned)
     if not report.partitions or (dry_run and not routed):
         report.seconds = time.monotonic() - t0
         return report
@@ -520,6 +523,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
             p.group = routed_group(name, p.source_topic, p.source_partition, routers[p.topic].spec)
         report.routing = _routing_lines(routers)
         report.group = routed_group(name, "<source topic>", "<partition>", "<routing>")  # type: ignore[arg-type]
+        if targets is not None:  # a group's position on a partition two sources reach has no single offset
+            rg.check_unmerged(planned, routers)
+            report.groups = rg.plan_lines(targets, planned, routers)
     if dry_run:
         report.seconds = time.monotonic() - t0
         return report
@@ -571,6 +577,8 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         options["routers"] = routers
     if records_per_txn is not None:
         options["records_per_txn"] = records_per_txn
+    if max_rate is not None:
+        options["max_rate"] = float(max_rate)
     if targets is not None:
         options["groups"] = targets
     if runner is None:

@@ -9,9 +9,15 @@ the transaction that produces its record (:mod:`lakesink.executor.groups`).
 
 Refused, before anything is produced, with one line: a named group without archived offsets for the restored
 partitions (``consumer.groups`` did not name it when the sink ran), a ``--groups-regex`` matching none, a group
-with members on the destination cluster (checked again by each worker). A restore into another partition count
-is refused with ``--groups`` for now (a source partition's records must land in one destination partition for
-one position to mean "the first record the group had not read").
+with members on the destination cluster (checked again by each worker).
+
+A routed restore (``--partitioner`` / ``--partition-map``) places each group on every destination partition its
+source partition's records can reach, each at its own first restored record the group had not consumed (or after
+its last). That needs each destination partition to get the records of ONE source partition
+(:func:`check_unmerged`): where two source partitions meet, their records interleave, and no single offset there
+separates what a group had read of the one from what it had read of the other. So ``--partition-map`` that sends
+each source partition to its own destination, or ``--partitioner default`` from one source partition, work; a
+``--partitioner default`` restore of several partitions, or a map merging partitions, is refused with ``--groups``.
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ from typing import Any
 from lakesink.errors import InvalidArgumentError, RestoreRefusedError
 from lakesink.executor.groups import AFTER_LAST, GroupOffset, GroupTargets, check_idle
 
-__all__ = ["parse_groups", "group_targets", "plan_lines", "result_lines", "check_groups_idle"]
+__all__ = ["parse_groups", "group_targets", "check_unmerged", "plan_lines", "result_lines", "check_groups_idle"]
 
 
 def parse_groups(groups: Any, regex: str | None) -> tuple[tuple[str, ...], str | None]:
@@ -78,16 +84,40 @@ def check_groups_idle(admin: Any, targets: GroupTargets, timeout_s: float) -> No
         check_idle(admin, g, timeout_s)
 
 
-def plan_lines(targets: GroupTargets, planned: list) -> list[str]:
+def check_unmerged(planned: list, routers: dict) -> None:
+    """Refuse consumer groups with a routing under which two source partitions reach one destination partition."""
+    reach: dict[tuple[str, int], list[str]] = {}
+    for p, _objs in planned:
+        router = routers.get(p.topic)
+        dests = router.destinations(p.source_partition) if router is not None else (p.partition,)
+        for d in dests:
+            reach.setdefault((p.topic, d), []).append(f"{p.source_topic}-{p.source_partition}")
+    for (topic, d), sources in sorted(reach.items()):
+        if len(sources) > 1:
+            raise InvalidArgumentError(
+                f"--groups with this routing: {' and '.join(sources[:2])} both reach {topic}-{d}, where their records "
+                f"interleave, so no one offset there is where a group stopped in each; restore without --groups, or "
+                f"route each source partition to partitions of its own (a --partition-map sending each source "
+                f"partition to another destination, or --partitioner default from one source partition); nothing "
+                f"was produced")
+
+
+def plan_lines(targets: GroupTargets, planned: list, routers: dict | None = None) -> list[str]:
     """The dry run's plan: per group and partition, the archived source offset and where it goes (the destination
-    offset is the broker's, known once the record is produced)."""
+    offset is the broker's, known once the record is produced); routed (``routers``): every destination partition
+    the source partition's records can reach."""
     lines = []
     for p, objs in planned:
         last = max((o.last_offset for o in objs), default=-1)
+        router = (routers or {}).get(p.topic)
+        dests = router.destinations(p.source_partition) if router is not None else (p.partition,)
         for w in targets.for_source(p.source_topic, p.source_partition):
             where = (f"the destination offset of the first restored record at or after source offset {w.offset}"
                      if w.offset <= last else AFTER_LAST)
-            lines.append(f"{w.group}: {p.source_topic}-{p.source_partition} -> {p.topic}-{p.partition}: source offset "
+            if len(dests) > 1:
+                where = f"on each, {where} there"
+            to = ",".join(map(str, dests))
+            lines.append(f"{w.group}: {p.source_topic}-{p.source_partition} -> {p.topic}-{to}: source offset "
                          f"{w.offset} -> {where}")
     return lines
 
@@ -97,7 +127,7 @@ def result_lines(p: Any, entries: list[dict]) -> list[str]:
     out = []
     for e in entries:
         src = f"{p.source_topic}-{p.source_partition}"
-        dest = f"{p.topic}-{p.partition}"
+        dest = f"{p.topic}-{e.get('partition', p.partition)}"
         if e["state"] == "committed":
             what = f"{e['offset']} (committed with the restore)"
         elif e["state"] == "already":

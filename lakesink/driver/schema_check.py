@@ -28,6 +28,7 @@ from lakesink import plugins, wiring
 from lakesink.errors import (ArchiveReadError, CorruptObjectError, LakesinkError, RegistryError, SchemaCheckInputError,
                              StoreError)
 from lakesink.manifest import queries
+from lakesink.manifest.rows import value_omitted
 from lakesink.objects.formats.avro import HEADER_READ_BYTES  # re-exported: the Avro header read's first size
 from lakesink.schemas import compatibility
 from lakesink.schemas.avro import fingerprint
@@ -193,6 +194,8 @@ def schema_history(config: Any, topic: str | None = None, spark: Any = None) -> 
 
 def _carries_schema(row: dict[str, Any]) -> bool:
     """Whether the row's object is of a format whose files carry their writer schema (Avro, Parquet)."""
+    if value_omitted(row):  # tombstones only: no value object, so no writer schema
+        return False
     key = plugins.canonical("format", row.get("format")) if row.get("format") else None
     return key is not None and plugins.load("format", key).schema_per_file
 

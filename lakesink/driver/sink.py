@@ -38,6 +38,7 @@ from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_parti
 from lakesink.driver.batch import BatchResult, PartitionPlan, executor_error, parse_interval
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest import CHAIN_KINDS, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
+from lakesink.manifest.rows import value_omitted
 
 if TYPE_CHECKING:
     from lakesink.runners import TaskRunner
@@ -384,7 +385,7 @@ class SinkJob:
 
         expected = {}
         for r in rows:
-            if r.object_key:
+            if r.object_key and not value_omitted(r):
                 expected[r.object_key] = r.etag
             expected.update((s.key, s.etag) for s in r.side_files or ())
         with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them

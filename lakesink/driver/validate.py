@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping
 
 from lakesink import wiring
 from lakesink.errors import ArchiveReadError, InvalidArgumentError, LakesinkError, StoreError
-from lakesink.manifest.rows import CHAIN_KINDS, REWRITTEN_NOTE, live_objects
+from lakesink.manifest.rows import CHAIN_KINDS, REWRITTEN_NOTE, live_objects, value_omitted
 
 __all__ = ["CheckOutcome", "ValidationReport", "validate", "range_frame", "object_frame", "schema_frame",
            "sample_objects", "load_suite", "PROJECTING_MODES", "DEFAULT_SAMPLE"]
@@ -139,7 +139,7 @@ def schema_frame(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def sample_objects(rows: Iterable[Mapping[str, Any]], n: int) -> list[Mapping[str, Any]]:
     """``n`` object rows spread evenly over the archive in (topic, partition, offset) order (all when fewer;
     deterministic, so a rerun reads the same objects); always includes the newest object."""
-    objs = sorted(live_objects(rows),  # an expired object is gone, not sampled
+    objs = sorted((r for r in live_objects(rows) if not value_omitted(r)),  # expired: gone; tombstones: no values
                   key=lambda r: (r["topic"], r["kafka_partition"], r.get("first_offset") or r["range_start"]))
     if n <= 0:
         return []

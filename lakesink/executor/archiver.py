@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from lakesink.hooks import NO_HOOKS, Hooks
-from lakesink.manifest.rows import ManifestRow, SideFile, advance_row, filtered_row, object_row
+from lakesink.manifest.rows import TOMBSTONES_NOTE, ManifestRow, SideFile, advance_row, filtered_row, object_row
 from lakesink.objects.formats.base import RecordView
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import Advance, Append, AppendMany, AppendSpan, Commit, Rotator
@@ -51,13 +51,15 @@ class _OpenFile:
             self.pending.clear()
 
     def write_payloads(self, payloads: Any, schema: Any, offsets: list[int], timestamps: list[int],
-                       timestamp_types: list[int] | None) -> None:
+                       timestamp_types: list[int] | None, sides: dict[RecordView, tuple[Any, Any]]) -> None:
         self.flush()  # records of earlier, per-record batches come first
         for view, (fw, _ow) in self.writers.items():
             if view is RecordView.METADATA:
                 fw.write_columns(offsets, timestamps, timestamp_types)
-            else:
+            elif view is RecordView.VALUE:
                 fw.write_payloads(payloads, schema)
+            else:
+                fw.write_payloads(*sides[view])
 
 
 @dataclass
@@ -101,6 +103,9 @@ class PartitionArchiver:
         if clock:
             kwargs["clock"] = clock
         self.partitioner = parts.partitioner()
+        ps = parts.partitioner_settings
+        #: the encoded partition of tombstones (behavior.on.null.values=write), whose files have no value object
+        self._tombstones = ps.tombstone_encoded_partition if ps.behavior_on_null_values == "write" else None
         self.rotator = Rotator(parts.rotation, self.partitioner, start_offset, **kwargs)
         self.open: dict[str, _OpenFile] = {}
         # offsets read (in order) and those of them ignored; [*_pos:] not yet accounted by a commit
@@ -144,15 +149,23 @@ class PartitionArchiver:
             self._apply(ev)
 
     def process_run(self, offsets: list[int], timestamps: list[int], payloads: Any, schema: Any,
-                    timestamp_types: list[int] | None = None) -> bool:
+                    timestamp_types: list[int] | None = None,
+                    sides: dict[str, tuple[Any, Any]] | None = None) -> bool:
         """Columnar :meth:`process_many` (:mod:`lakesink.executor.columnar`): records that are all written
         (no null value) with one ``schema``, under the Default partitioner and count-only
         rotation, given as their ascending offsets, timestamps and format payloads (one per
         record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
-        read did not carry them). Returns False, having done nothing, if the
+        read did not carry them), and with stored keys/headers their side files' ``sides`` (``{"keys": (payloads,
+        schema), "headers": ...}``: :meth:`ColumnarPlan.side_payloads
+        <lakesink.executor.columnar.ColumnarPlan.side_payloads>`). Returns False, having done nothing, if the
         rotator cannot take the run in bulk; then feed the records to :meth:`process_many`."""
         if offsets:
             self._apply_read_through(offsets[0])
+        side = {RecordView(v): p for v, p in (sides or {}).items()}
+        missing = [v.value for v in self.formats if v in (RecordView.KEYS, RecordView.HEADERS) and v not in side]
+        if missing:
+            raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: a columnar run without its "
+                                          f"{' and '.join(missing)} column")
         enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
         events = self.rotator.process_run(offsets, timestamps, enc, schema)
         if events is None:
@@ -161,9 +174,10 @@ class PartitionArchiver:
         for ev in events:
             if isinstance(ev, AppendSpan):
                 f = self.open.get(ev.encoded_partition) or self._open_file(ev.encoded_partition, ev.file_start_offset)
-                f.write_payloads(payloads[ev.start:ev.stop], schema, offsets[ev.start:ev.stop],
-                                 timestamps[ev.start:ev.stop],
-                                 None if timestamp_types is None else timestamp_types[ev.start:ev.stop])
+                a, b = ev.start, ev.stop
+                f.write_payloads(payloads[a:b], schema, offsets[a:b], timestamps[a:b],
+                                 None if timestamp_types is None else timestamp_types[a:b],
+                                 {v: (p[a:b], s) for v, (p, s) in side.items()})
             else:
                 self._apply(ev)
         return True
@@ -234,6 +248,8 @@ class PartitionArchiver:
         meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
         writers: dict[RecordView, tuple[Any, Any]] = {}
         for view, fmt in self.formats.items():
+            if view is RecordView.VALUE and encoded == self._tombstones:
+                continue  # Confluent writes a tombstone file's keys (and headers), never its null values
             k = key if view is RecordView.VALUE else \
                 self._naming.side_key(key, vfmt.extension, view.value, fmt.extension)
             ow = self.store.open_writer(k, meta)
@@ -260,9 +276,9 @@ class PartitionArchiver:
                     skey = self._naming.index_key(f.key, vext) if suffix == ".index.json" else f.key + suffix
                     meta = upload_metadata(self.ctx.job, self.ctx.run_id, self.ctx.batch_id)
                     index.append(("index", self.store.put_bytes(skey, data, meta)))
-            value = results.pop(RecordView.VALUE)
+            value = results.pop(RecordView.VALUE, None)
             sides = [(view.value, res) for view, res in results.items()] + index
-            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, sides))
+            self.rows.append(self._object_row(fs, ev.range_start, ev.range_end, value, sides, f.key))
             self.ctx.hooks.executor("after_upload")
         if self.open:
             raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: files left open after a commit: "
@@ -319,20 +335,22 @@ class PartitionArchiver:
                                        kafka_cluster_id=self.ctx.cluster_id,
                                        topic_id=self.ctx.topic_ids.get(self.topic)))
 
-    def _object_row(self, fs, range_start: int, range_end: int, value: WrittenObject | PendingWrite,
-                    sides: list[tuple[str, WrittenObject | PendingWrite]]) -> ArchivedRow:
-        written = [value] + [res for _view, res in sides]
+    def _object_row(self, fs, range_start: int, range_end: int, value: WrittenObject | PendingWrite | None,
+                    sides: list[tuple[str, WrittenObject | PendingWrite]], key: str) -> ArchivedRow:
+        """The object row of file ``fs`` (value object ``key``; ``value`` None: tombstones only, no value object)."""
+        written = ([value] if value is not None else []) + [res for _view, res in sides]
         row = object_row(
             self.topic, self.partition, range_start, range_end, first_offset=fs.start_offset,
             last_offset=fs.last_offset, record_count=fs.record_count, encoded_partition=fs.encoded_partition,
-            object_key=value.key, object_uri=self.store.uri(value.key),
+            object_key=key, object_uri=self.store.uri(key),
             side_files=tuple(SideFile(view, res.key, _etag(res), getattr(res, "version_id", None), res.size)
                              for view, res in sides),
             format=self.formats[RecordView.VALUE].name, compression=self.parts.value_compression,
-            size_bytes=value.size,
-            etag=_etag(value), version_id=getattr(value, "version_id", None), min_timestamp_ms=fs.min_timestamp,
-            max_timestamp_ms=fs.max_timestamp, schema=fs.schema, kafka_cluster_id=self.ctx.cluster_id,
-            topic_id=self.ctx.topic_ids.get(self.topic))
+            size_bytes=value.size if value is not None else 0,
+            etag=_etag(value) if value is not None else None, version_id=getattr(value, "version_id", None),
+            min_timestamp_ms=fs.min_timestamp, max_timestamp_ms=fs.max_timestamp, schema=fs.schema,
+            kafka_cluster_id=self.ctx.cluster_id, topic_id=self.ctx.topic_ids.get(self.topic),
+            note=TOMBSTONES_NOTE if value is None else None)
         return ArchivedRow(row, tuple(w for w in written if isinstance(w, PendingWrite)))
 
 

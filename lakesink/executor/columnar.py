@@ -1,8 +1,10 @@
 """The executor's columnar fast path: whole Arrow batches from Spark, no per-record Python objects.
 
 When rotation is a pure function of record counts (Default partitioner, no scheduled rotation,
-``behavior.on.null.values`` fail or ignore) and only values are stored (no keys/headers side files,
-``key.decoder=bytes``), files are cut by count (:meth:`~lakesink.objects.rotation.Rotator.process_run`)
+``behavior.on.null.values`` fail or ignore), keys are either not stored (then ``key.decoder=bytes``) or stored in
+a keys file whose format takes them a column at a time (``Format.columnar_keys``: Avro and JSON for the bytes and
+string decoders, ByteArray for bytes) and headers, when stored, go to a format that takes them a column at a time
+(Avro, JSON: ``Format.columnar_headers``), files are cut by count (:meth:`~lakesink.objects.rotation.Rotator.process_run`)
 and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
 
 * ``bytes`` — ``value.decoder=bytes``, format bytearray: the values themselves;
@@ -27,7 +29,11 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
   writer would re-encode it to is copied, the others re-encoded by the record path's own calls
   (:func:`lakesink.objects.formats.json.value_lines`), without building records.
 
-A batch the fast path cannot vouch for (a null value or timestamp, a datum that is not canonical,
+The keys and headers side files take the batch's ``key`` and ``headers`` columns, encoded a column at a time by
+their formats (``Format.key_payloads`` / ``Format.header_payloads``, :mod:`lakesink.objects.formats.side_columns`).
+
+A batch the fast path cannot vouch for (a null value or timestamp, a null key or a record without headers when
+they are stored, a datum that is not canonical,
 invalid JSON, offsets out of order, a Spark partition mixing Kafka partitions) goes through the
 record path instead, which handles it or names the record at fault. Both paths write byte-identical
 objects and manifest rows, so batches of either kind share files.
@@ -90,6 +96,10 @@ class ColumnarPlan:
     #: Python instead (a column at a time: lakesink.schemas.avro_check; parquet: decoded by
     #: lakesink.schemas.avro_arrow)
     python_check: bool = False
+    #: the keys / headers side files are written a column at a time too (store.kafka.keys / store.kafka.headers:
+    #: :meth:`side_payloads`)
+    keys: bool = False
+    headers: bool = False
 
     def for_direct_reader(self) -> "ColumnarPlan":
         """This plan for batches read by the executors themselves (no JVM columns): ``avro`` checks its
@@ -111,15 +121,48 @@ class ColumnarPlan:
         policy = parts.rotation
         if policy.rotate_schedule_interval_ms > 0 or policy.behavior_on_null_values == "write":
             return None
-        if parts.store_keys or parts.store_headers or parts.key_decoder.name != "bytes":
+        key_decoder = parts.key_decoder.name
+        if parts.store_keys:  # the keys file's rule (Format.columnar_keys): a decoder that may reject a key is
+            # checked a column at a time by the format (Format.key_payloads)
+            if parts.keys_have_schemas or not parts.keys_format.build().columnar_keys(key_decoder):
+                return None
+        elif key_decoder != "bytes":
             return None
+        if parts.store_headers and not parts.headers_format.build().columnar_headers():
+            return None
+        sides = {"keys": bool(parts.store_keys), "headers": bool(parts.store_headers)}
         dec = parts.value_decoder.build()
         kind = parts.value_format.build().columnar_kind(dec)  # the format's rule (Format.columnar_kind)
         if kind in ("avro", "parquet"):
             if kind == "parquet" and not spark_decodes_alike(dec.fixed_schema.avro):
                 return None
-            return cls(kind, json.dumps(dec.fixed_schema.avro))
-        return None if kind is None else cls(kind)
+            return cls(kind, json.dumps(dec.fixed_schema.avro), **sides)
+        return None if kind is None else cls(kind, **sides)
+
+    def side_payloads(self, columns: dict[str, Any], keys_format: Any, headers_format: Any,
+                      key_decoder: str) -> dict[str, tuple[Any, Any]] | None:
+        """The keys and headers side files' (payloads, schema) of one Arrow batch (``{"keys": ..., "headers":
+        ...}``, only those this plan stores; empty when it stores neither), or None if the batch needs the record
+        path: a null key, a key the decoder rejects, a record without headers, a header value that is not UTF-8
+        (the record path names the record, or writes what it makes of it)."""
+        out: dict[str, tuple[Any, Any]] = {}
+        if self.keys:
+            keys = columns.get("key")
+            if keys is None or keys.null_count:
+                return None
+            got = keys_format.key_payloads(keys, key_decoder)
+            if got is None:
+                return None
+            out["keys"] = got
+        if self.headers:
+            headers = columns.get("headers")
+            if headers is None:
+                return None
+            got = headers_format.header_payloads(headers)
+            if got is None:
+                return None
+            out["headers"] = got
+        return out
 
     def spark_columns(self) -> list:
         """Columns the Kafka read adds for this plan (over its ``value`` column)."""

@@ -28,7 +28,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-__all__ = ["translate", "GroupOffset", "GroupTargets", "Pending", "GroupCommitter", "AFTER_LAST"]
+__all__ = ["translate", "GroupOffset", "GroupTargets", "Pending", "GroupCommitter", "Committers", "AFTER_LAST"]
 
 #: what a plan says for a group every selected record of which it already consumed
 AFTER_LAST = "after the restore's last record"
@@ -79,6 +79,24 @@ class GroupTargets:
         if not wanted:
             return None
         return GroupCommitter.open(wanted, topic, partition, conf, admin, timeout_s)
+
+    def committers(self, src_topic: str, src_part: int, topic: str, partitions: Sequence[int],
+                   conf: Mapping[str, Any], admin: Any, timeout_s: float) -> "Committers | None":
+        """The hook of one worker producing ``src_topic``-``src_part``'s records into ``partitions`` of ``topic``
+        (one, or several for a routed restore): a :class:`GroupCommitter` per destination partition (None when no
+        group has an offset on the source partition)."""
+        wanted = self.for_source(src_topic, src_part)
+        if not wanted:
+            return None
+        out: dict[int, GroupCommitter] = {}
+        try:
+            for d in partitions:
+                out[d] = GroupCommitter.open(wanted, topic, d, conf, admin, timeout_s)
+        except BaseException:
+            for c in out.values():
+                c.close()
+            raise
+        return Committers(out)
 
 
 class Pending:
@@ -226,6 +244,46 @@ class GroupCommitter:
                 c.close()
             except Exception:  # noqa: BLE001 - nothing to release on the broker
                 pass
+
+
+class Committers:
+    """The :class:`GroupCommitter` of each destination partition one worker produces into (a routed restore sends
+    one source partition's records to several; each destination partition places the group at ITS first record
+    the group had not consumed, or after its last). The worker calls :meth:`callback` with each record's
+    destination partition; the rest is :class:`GroupCommitter`'s, over all of them."""
+
+    def __init__(self, by_partition: Mapping[int, GroupCommitter]):
+        self.by_partition = dict(by_partition)
+
+    def callback(self, src_offset: int, inner: Callable, partition: int) -> Callable:
+        c = self.by_partition.get(partition)
+        return inner if c is None else c.callback(src_offset, inner)
+
+    def due(self, final: bool) -> bool:
+        return any(c.due(final) for c in self.by_partition.values())
+
+    def offsets(self, final: bool, end_offset: Callable[[int], int]) -> list[tuple[Any, list]]:
+        """:meth:`GroupCommitter.offsets` of every destination partition (``end_offset(partition)``: its end)."""
+        out = []
+        for d, c in sorted(self.by_partition.items()):
+            out += c.offsets(final, lambda d=d: end_offset(d))
+        return out
+
+    def committed(self) -> None:
+        for c in self.by_partition.values():
+            c.committed()
+
+    def aborted(self) -> None:
+        for c in self.by_partition.values():
+            c.aborted()
+
+    def report(self) -> list[dict]:
+        """:meth:`GroupCommitter.report` of every destination partition, each entry with its ``partition``."""
+        return [{**e, "partition": d} for d, c in sorted(self.by_partition.items()) for e in c.report()]
+
+    def close(self) -> None:
+        for c in self.by_partition.values():
+            c.close()
 
 
 def check_idle(admin: Any, group: str, timeout_s: float) -> None:

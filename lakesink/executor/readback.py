@@ -46,7 +46,7 @@ from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgume
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
                              RecordCountMismatchError)
 from lakesink.objects.formats.base import RecordView
-from lakesink.manifest.rows import REWRITTEN_NOTE, to_ms
+from lakesink.manifest.rows import REWRITTEN_NOTE, TOMBSTONES_NOTE, to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
            "read_records", "read_key_positions", "read_record_batch", "record_bytes_rules"]
@@ -105,6 +105,8 @@ class ArchivedObject:
     schema_id: int | None = None
     min_timestamp_ms: int | None = None
     max_timestamp_ms: int | None = None
+    #: no value object: the records are all tombstones (``behavior.on.null.values=write``), their values null
+    value_omitted: bool = False
     #: whether ``lakesink erase`` rewrote the object (its row's note): it keeps its span, its first or last record
     #: may be gone
     rewritten: bool = False
@@ -119,7 +121,7 @@ class ArchivedObject:
         except (AttributeError, TypeError) as e:
             raise ManifestRowError(f"manifest row {values[2]!r}: bad side_files: {e}") from None
         fmt, comp, size, sid, tmin, tmax, note = (get(f, None) for f in OPTIONAL_FIELDS)
-        return cls(*values, sides, fmt, comp, size, sid, _ms(tmin), _ms(tmax),
+        return cls(*values, sides, fmt, comp, size, sid, _ms(tmin), _ms(tmax), note == TOMBSTONES_NOTE,
                    str(note or "").startswith(REWRITTEN_NOTE))
 
     def side(self, view: str) -> Mapping[str, Any] | None:
@@ -171,6 +173,8 @@ def read_object(store, fmt, obj: ArchivedObject, view: RecordView = RecordView.V
         from lakesink.objects.formats.metadata import MetadataFormat
 
         fmt = MetadataFormat()
+    elif view is RecordView.VALUE and obj.value_omitted:
+        return [None] * obj.record_count
     key, data = _read_bytes(store, obj, view)
     try:
         values = list(fmt.read(io.BytesIO(data), view))
@@ -349,7 +353,9 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
         return None
     offs, tss, types, keep = _positions(store, obj, cut, overlap, offsets)
     n = obj.record_count
-    if keep is not None and getattr(fmt, "has_index", False) and obj.side("index") is not None:
+    if obj.value_omitted:
+        values = pa.nulls(n, pa.binary())
+    elif keep is not None and getattr(fmt, "has_index", False) and obj.side("index") is not None:
         if not keep:
             return None
         values = pa.array(read_blockgzip_positions(store, fmt, obj, keep), pa.binary())

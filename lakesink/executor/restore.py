@@ -63,6 +63,7 @@ from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedEr
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import NO_CUT, ArchivedObject, Cut, read_key_positions, read_records
+from lakesink.executor.throttle import Throttle
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress, routed_group)
 
@@ -247,7 +248,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
                       holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
-                      routers: Mapping[str, Any] | None = None, groups: Any = None,
+                      routers: Mapping[str, Any] | None = None, groups: Any = None, max_rate: float | None = None,
                       on_event: Callable[[str, dict], None] | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
@@ -266,8 +267,10 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     ``routers``: destination topic -> :class:`~lakesink.executor.partitioning.Router`; when ``topic`` has one,
     ``partition`` is ignored and each record goes to the partition the router gives it (see "Another partition
     count" in the module docstring).
-    ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on the destination
-    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; not routed).
+    ``groups``: a :class:`~lakesink.executor.groups.GroupTargets`: consumer groups placed on each destination
+    partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; routed: on every
+    partition the router reaches, each at its own first record the group had not consumed).
+    ``max_rate``: at most this many records a second (:class:`~lakesink.executor.throttle.Throttle`; None: no limit).
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
@@ -313,12 +316,11 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, tid, group, timeout_s)
+    throttle = Throttle(max_rate) if max_rate is not None else None
     hook = None
     try:
-        if groups is not None:
-            if router is not None:
-                raise InvalidArgumentError("consumer groups cannot be placed by a routed restore (yet)")
-            hook = groups.committer(src_topic, src_part, topic, partition, _client_conf(conf), admin, timeout_s)
+        if groups is not None:  # one committer per destination partition this worker produces into
+            hook = groups.committers(src_topic, src_part, topic, slots, _client_conf(conf), admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
             # committed), so the progress read next is the last that committed
@@ -354,8 +356,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             try:
                 if hook is not None:  # consumer groups, in the transaction of the records they point at or past
                     txn.producer.flush(timeout_s)
-                    for gmd, tps in hook.offsets(final, lambda: txn.consumer.get_watermark_offsets(
-                            TopicPartition(topic, partition), timeout_s)[1]):
+                    for gmd, tps in hook.offsets(final, lambda d: txn.consumer.get_watermark_offsets(
+                            TopicPartition(topic, d), timeout_s)[1]):
                         txn.producer.send_offsets_to_transaction(tps, gmd, timeout_s)
                 txn.producer.send_offsets_to_transaction([TopicPartition(topic, d, offset, md) for d in slots],
                                                          group_md, timeout_s)
@@ -452,10 +454,15 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     part = int(routes[i])
                 else:
                     part = router.route(src_part, produced_key_bytes(key))
+                if throttle is not None:  # --max-rate: wait for this record's slot, serving delivery reports
+                    wait = throttle.delay(result.produced)
+                    while wait > 0:
+                        txn.producer.poll(wait)
+                        wait = throttle.delay(result.produced)
                 txn.begin()
                 if txn.records == 0:
                     emit("begin", {"offset": r.offset})
-                on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery)
+                on_delivery = txn.on_delivery if hook is None else hook.callback(r.offset, txn.on_delivery, part)
                 while True:
                     try:  # timestamp 0 is librdkafka's "now", as for a record without one
                         txn.producer.produce(topic, value=value, key=key, partition=part,

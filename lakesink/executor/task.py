@@ -48,6 +48,11 @@ def archive_partitions(batches: Iterator[Any], parts: "TaskParts", ctx, plans: d
     transform = parts.transforms.build() if parts.transforms is not None else None
     if transform is not None and transform.record_path:
         columnar = None
+    side_formats = {}  # the keys/headers formats, for the columnar path's side payloads
+    if columnar is not None and columnar.keys:
+        side_formats["keys"] = parts.keys_format.build()
+    if columnar is not None and columnar.headers:
+        side_formats["headers"] = parts.headers_format.build()
     first = last = None
     read = 0
     # The cyclic GC, left automatic, re-scans the young records of this loop every few hundred
@@ -93,12 +98,14 @@ def archive_partitions(batches: Iterator[Any], parts: "TaskParts", ctx, plans: d
             mixed = first_mixed(topics, pids, n)
             if columnar is not None and mixed is None:
                 prepared = columnar.payloads(col, value_decoder, topic, part, offsets)
-                if prepared is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared,
-                                                                 timestamp_types=tts):
+                sides = None if prepared is None else columnar.side_payloads(
+                    col, side_formats.get("keys"), side_formats.get("headers"), key_decoder.name)
+                if sides is not None and archiver.process_run(offsets, col["ts"].to_pylist(), *prepared,
+                                                              timestamp_types=tts, sides=sides):
                     if transform is None:
                         last = offsets[-1]
                         read += n
-                    del prepared
+                    del prepared, sides
                     gc.collect(1)
                     continue
             raw_values = col["value"].to_pylist()

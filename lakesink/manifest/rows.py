@@ -75,6 +75,10 @@ REWRITTEN_NOTE = "rewritten by lakesink erase"
 #: Kinds whose [range_start, range_end] are links of a partition's offset chain (a deadletter or filtered row only
 #: notes offsets that lie inside the chain's object or advance ranges of the same batch).
 CHAIN_KINDS = (OBJECT, ADVANCE, SKIPPED)
+#: The note of an object row whose records are all tombstones (``behavior.on.null.values=write``): as Confluent's
+#: sink does, no value object is written (``object_key`` names the key it would have, which does not exist), only
+#: its side files (keys, headers, record metadata) under the ``tombstone.encoded.partition`` directory.
+TOMBSTONES_NOTE = "tombstones: no value object (behavior.on.null.values=write)"
 _TIMESTAMPS = ("min_timestamp", "max_timestamp", "committed_at")
 
 
@@ -173,8 +177,10 @@ def object_row(topic: str, partition: int, range_start: int, range_end: int, *, 
                record_count: int, encoded_partition: str, object_key: str, object_uri: str,
                side_files: tuple[SideFile, ...], format: str, compression: str | None, size_bytes: int,
                etag: str | None, version_id: str | None, min_timestamp_ms: int | None, max_timestamp_ms: int | None,
-               schema: Any = None, kafka_cluster_id: str | None = None, topic_id: str | None = None) -> ManifestRow:
-    """The row of an archived object. ``schema``: the value schema (subject/id/version/fingerprint), or None."""
+               schema: Any = None, kafka_cluster_id: str | None = None, topic_id: str | None = None,
+               note: str | None = None) -> ManifestRow:
+    """The row of an archived object. ``schema``: the value schema (subject/id/version/fingerprint), or None;
+    ``note``: :data:`TOMBSTONES_NOTE` for an object of tombstones only (no value object)."""
     return ManifestRow(
         job=None, topic=topic, kafka_partition=partition, kind=OBJECT, range_start=range_start, range_end=range_end,
         first_offset=first_offset, last_offset=last_offset, record_count=record_count,
@@ -187,7 +193,14 @@ def object_row(topic: str, partition: int, range_start: int, range_end: int, *, 
         max_timestamp=None if max_timestamp_ms is None else _from_ms(max_timestamp_ms),
         schema_subject=getattr(schema, "subject", None), schema_id=getattr(schema, "id", None),
         schema_version=getattr(schema, "version", None), schema_fingerprint=getattr(schema, "fingerprint", None),
-        kafka_cluster_id=kafka_cluster_id, topic_id=topic_id)
+        kafka_cluster_id=kafka_cluster_id, topic_id=topic_id, note=note)
+
+
+def value_omitted(row: "Mapping[str, Any] | ManifestRow") -> bool:
+    """Whether object row ``row`` (a dict of columns or a :class:`ManifestRow`) has no value object: its records
+    are all tombstones."""
+    note = row.get("note") if isinstance(row, Mapping) else row.note
+    return note == TOMBSTONES_NOTE
 
 
 def advance_row(topic: str, partition: int, range_start: int, range_end: int, note: str | None = None, *,

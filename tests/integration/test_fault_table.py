@@ -404,6 +404,15 @@ covered_by("F105", "tests/integration/test_restore_groups.py::"
 covered_by("F106", "tests/unit/test_consumer_groups_config.py::"
                    "test_bad_values_name_the_key")
 
+covered_by("F107", "tests/unit/test_notebook_helpers.py::"
+                   "test_a_chart_without_matplotlib_names_the_extra")
+covered_by("F108", "tests/unit/test_notebook_helpers.py::"
+                   "test_a_widget_value_of_the_wrong_type_is_one_clear_error")
+covered_by("F109", "tests/integration/test_restore_groups.py::"
+                   "test_routed_restores_place_groups_on_every_partition_a_source_partition_reaches")
+covered_by("F110", "tests/unit/test_restore_throttle.py::"
+                   "test_restore_refuses_a_max_rate_that_is_not_a_positive_number_before_reading_anything")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:

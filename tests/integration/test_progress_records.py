@@ -4,11 +4,12 @@ terminal and as one redrawn line on a pty (python's pty module), never wider tha
 
 The runs are throttled by the broker, not by lakesink: a Kafka client quota (consumer_byte_rate and
 producer_byte_rate for the config's ``kafka.client.id``, set with Kafka's own ConfigCommand) with small fetches,
-so the runs last long enough to print lines and redraws; stderr is stamped by the test as it arrives. The ETA's
-accuracy is judged on a scripted clock (tests/unit/test_progress_eta.py), not here: a quota's throughput is not
-steady (the broker lets a first window's worth through at once, then mutes the client for seconds at a time), so
-no estimate of it can be held to 25%. The sink and a restore run on the local engine; one restore runs on Spark
-(its tasks count through the accumulator and the live datagrams)."""
+so the runs last long enough to print lines and redraws; stderr is stamped by the test as it arrives. A quota's
+throughput is not steady (the broker lets a first window's worth through at once, then mutes the client for
+seconds at a time), so no estimate of it can be held to 25%: the ETA is held to that bar against the real time on
+a restore paced by ``--max-rate`` (a steady rate under the quota), and on a scripted clock in
+tests/unit/test_progress_eta.py. The sink and the restores run on the local engine; one restore runs on Spark (its
+tasks count through the accumulator and the live datagrams)."""
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ import fcntl
 import pytest
 import termios
 from support.archive_checks import base_config, write_config
-from support.progress_lines import parse
+from support.progress_lines import eta_errors, parse
 
 N = 1200  # records of VALUE bytes: 1.2 MB; at RATE a burst of 10 s worth (Kafka's quota window) then about 14 s
 VALUE = 1000
@@ -202,3 +203,28 @@ def test_restore_on_spark_lines_without_a_terminal(archived, kafka):
     # 600 records a partition are one transaction each, so the count may jump from 0 to the end in two steps
     # with no line between that has a rate (make test saw it); the local runs above assert the ETA
     assert f"{N} record(s) produced" in out and "ETA" not in out
+
+
+def test_restore_eta_holds_against_the_real_time_at_a_steady_rate(archived, kafka):
+    """``--max-rate`` gives a steady rate (25 records a second per task, under the client's quota: the broker never
+    throttles it), so the ETA can be held to the issue's bar: after the first 20% of the run, every line's
+    prediction of the run's length (time so far + ETA) is within 25% of the real one; the rate shown stays at
+    the limit. 400 records (offsets 0..199 of each partition), one worker: about 16 s."""
+    dest = f"copy-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(dest, partitions=2)
+    started = time.monotonic()
+    run = Run(restore_args(archived, dest, "local") + ["--to-offset", "199", "--max-rate", "25", "--progress",
+                                                       "lines"], tty=False)
+    rc, out = run.wait()
+    assert rc == 0, (out[-2000:], run.text()[-3000:])
+    assert "400 record(s) produced" in out, out[-2000:]
+    [ended] = [t for t, f in run.frames if ", done, " in f]
+    lines = run.progress()
+    assert all(ln.total == 400 for ln in lines), run.text()[-3000:]
+    errors = eta_errors(lines, started, ended)
+    assert len(errors) >= 5, run.text()[-3000:]
+    assert max(e for _ln, e in errors) <= 0.25, ([(round(ln.at - started, 1), ln.done, ln.eta_s, round(e, 2))
+                                                  for ln, e in errors], [(round(t - started, 2), f)
+                                                                         for t, f in run.frames])
+    rates = [int(m.group(1).replace(",", "")) for _t, f in run.frames for m in [re.search(r"([\d,]+) rec/s", f)] if m]
+    assert rates and max(rates[len(rates) // 5:]) <= 30, rates  # the limit, not the broker, sets the pace

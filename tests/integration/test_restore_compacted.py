@@ -8,9 +8,9 @@ itself has the holes compaction made. The expected result of a latest-per-key re
 source log as the broker holds it; restores go through the Spark runner, the local runner, the CLI and a
 SIGKILLed worker run again, each read back with ``isolation.level=read_committed``.
 
-The sink cannot archive a tombstone (every value format refuses a null value; ``behavior.on.null.values=ignore``
-records their offsets as gaps), so this archive holds none: a key deleted in the source is restored only if the
-cleaner had not yet removed its older values (see docs/restore.md).
+The archive holds the tombstones too (``behavior.on.null.values=write``: as Confluent's sink, their keys and
+metadata go to side files under ``<topic>/tombstone/`` with no value object), so a deleted key comes back as its
+tombstone, or not at all with ``--drop-tombstones``.
 """
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def compacted(log: dict[int, list]) -> bool:
 
 @pytest.fixture(scope="module")
 def archive(spark, kafka, s3):
-    """(config, {partition: expected [(key, value)] of a latest-per-key restore}, produced, the source log)."""
+    """(config, {partition: expected [(key, value)] of a latest-per-key restore}, the same with --drop-tombstones,
+    produced, the source log)."""
     topic = f"compacted-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(topic, partitions=PARTITIONS, config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
@@ -98,12 +99,12 @@ def archive(spark, kafka, s3):
     bucket = s3.create_bucket(f"compacted-{uuid.uuid4().hex[:10]}")
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic, **{
         "format.class": "bytearray", "flush.size": "4", "store.kafka.keys": "true",
-        "behavior.on.null.values": "ignore"}))
+        "behavior.on.null.values": "write"}))
     res = SinkJob(spark, cfg).run_batch(flush_tail=True)
-    live = {p: [r for r in recs if r[2] is not None] for p, recs in log.items()}  # the sink ignores tombstones
-    assert res.records == sum(len(v) for v in live.values())
-    expected = {p: [(k, v) for _o, k, v in latest_per_key(recs)] for p, recs in live.items()}
-    return cfg, expected, produced, log
+    assert res.records == sum(len(v) for v in log.values())  # tombstones included
+    expected = {p: [(k, v) for _o, k, v in latest_per_key(recs)] for p, recs in log.items()}
+    live = {p: [(k, v) for _o, k, v in latest_per_key(recs, drop_tombstones=True)] for p, recs in log.items()}
+    return cfg, expected, live, produced, log
 
 
 def restored(kafka, topic: str) -> dict[int, list[tuple[bytes, bytes | None]]]:
@@ -111,30 +112,35 @@ def restored(kafka, topic: str) -> dict[int, list[tuple[bytes, bytes | None]]]:
 
 
 def test_the_archive_is_of_a_partly_compacted_log(spark, archive):
-    cfg, expected, produced, log = archive
+    cfg, expected, live, produced, log = archive
     objs = [ArchivedObject.from_row(r) for r in manifest_rows(spark, cfg) if r.kind == "object"]
     for part, recs in log.items():
         offsets = [o for o, _k, _v in recs]
         mine = [o for o in objs if o.kafka_partition == part]
         # the cleaner removed offsets: the archive's objects have holes (and the gaps view names them)
         assert len(offsets) < offsets[-1] + 1 and not all(o.contiguous for o in mine)
-        assert sum(o.record_count for o in mine) == len([r for r in recs if r[2] is not None])
+        assert sum(o.record_count for o in mine) == len(recs)
+        # tombstones are archived as keys and metadata only (no value object), under the tombstone directory
+        tombs = [o for o in mine if o.value_omitted]
+        assert sum(o.record_count for o in tombs) == len([r for r in recs if r[2] is None]) > 0
+        assert all("/tombstone/" in o.object_key and o.side("keys") for o in tombs)
         # and left several versions of some keys (the newest in the active segment): work for --latest-per-key
         assert len({k for _o, k, _v in recs}) < len(recs)
         # the source's final state: deleted keys absent, the revived and late keys at their newest value
-        assert dict(expected[part]) == {key(i): b"p%d-%s-r%d" % (part, key(i), 5 if i in LATE else 4
-                                                                  if i in (REVIVED, 6, 7) else 3)
-                                        for i in range(KEYS) if i not in DELETED}
+        assert dict(live[part]) == {key(i): b"p%d-%s-r%d" % (part, key(i), 5 if i in LATE else 4
+                                                              if i in (REVIVED, 6, 7) else 3)
+                                    for i in range(KEYS) if i not in DELETED}
+        assert dict(expected[part]) == {**dict(live[part]), **{key(i): None for i in DELETED}}
     assert sum(len(v) for v in log.values()) < produced
 
 
 def test_latest_per_key_on_each_runner_then_a_rerun_produces_nothing(spark, kafka, archive, runner):
-    cfg, expected, _produced, log = archive
+    cfg, expected, _live, _produced, log = archive
     dest = f"latest-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(dest, partitions=PARTITIONS)
     rep = lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True, records_per_txn=3, runner=runner)
-    assert restored(kafka, dest) == expected  # key -> value, and source-offset order
-    archived = sum(len([r for r in recs if r[2] is not None]) for recs in log.values())
+    assert restored(kafka, dest) == expected  # key -> value (deleted keys: their tombstone), source-offset order
+    archived = sum(len(recs) for recs in log.values())
     assert rep.produced == sum(len(v) for v in expected.values())
     assert rep.superseded == archived - rep.produced and rep.superseded > 0 and rep.mode == "latest per key"
     again = lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True, runner=runner)
@@ -145,29 +151,29 @@ def test_latest_per_key_on_each_runner_then_a_rerun_produces_nothing(spark, kafk
 
 
 def test_drop_tombstones_and_a_cut(spark, kafka, archive, runner):
-    cfg, _expected, _produced, log = archive
+    cfg, _expected, _live, _produced, log = archive
     dest = f"latest-cut-{uuid.uuid4().hex[:8]}"
     kafka.create_topic(dest, partitions=PARTITIONS)
     cut = 20  # as of the selection's end: the last record per key at or below offset 20
     rep = lakesink.restore(spark, cfg, to_topic=dest, to_offset=cut, latest_per_key=True, drop_tombstones=True,
                            runner=runner)
-    want = {p: [(k, v) for o, k, v in latest_per_key([r for r in recs if r[2] is not None and r[0] <= cut])]
+    want = {p: [(k, v) for o, k, v in latest_per_key([r for r in recs if r[0] <= cut], drop_tombstones=True)]
             for p, recs in log.items()}
     assert restored(kafka, dest) == want and rep.mode == "latest per key, no tombstones"
-    assert rep.tombstones_dropped == 0  # the archive holds none (the sink ignored them)
+    assert rep.tombstones_dropped == 0  # every tombstone is after offset 20
     # the rest of the log later: each key's newer record goes after it, nothing twice
     lakesink.restore(spark, cfg, to_topic=dest, latest_per_key=True, runner=runner)
-    full = {p: [(k, v) for o, k, v in latest_per_key([r for r in recs if r[2] is not None])]
-            for p, recs in log.items()}
+    full = {p: [(k, v) for o, k, v in latest_per_key(recs)] for p, recs in log.items()}
     got = restored(kafka, dest)
     for p in range(PARTITIONS):
         assert got[p][:len(want[p])] == want[p]
         assert {k: v for k, v in got[p]} == dict(full[p])  # a compacting consumer's view: the final state
+        assert {k for k, v in got[p] if v is None} == {key(i) for i in DELETED}  # their tombstones, this time
         assert len(got[p]) == len(set(got[p]))
 
 
 def test_cli_latest_per_key_dry_run_run_and_usage_errors(kafka, archive, tmp_path):
-    cfg, expected, _produced, _log = archive
+    cfg, _expected, live, _produced, _log = archive
     path = write_config(tmp_path, cfg.as_dict(redact=False))
     dest = f"latest-cli-{uuid.uuid4().hex[:8]}"
     rc, out = run_cli(["restore", "--config", path, "--to-topic", dest, "--latest-per-key", "--dry-run",
@@ -179,8 +185,9 @@ def test_cli_latest_per_key_dry_run_run_and_usage_errors(kafka, archive, tmp_pat
                        "--drop-tombstones", "--master", "local[1]"])
     assert rc == 0, out[-3000:]
     doc = json.loads(out.strip().splitlines()[-1])
-    assert doc["mode"] == "latest per key, no tombstones" and doc["produced"] == sum(map(len, expected.values()))
-    assert restored(kafka, dest) == expected
+    assert doc["mode"] == "latest per key, no tombstones" and doc["produced"] == sum(map(len, live.values()))
+    assert doc["tombstones_dropped"] == len(DELETED) * PARTITIONS
+    assert restored(kafka, dest) == live
     rc, out = run_cli(["restore", "--config", path, "--to-topic", dest, "--drop-tombstones", "--dry-run"])
     errors = [ln for ln in out.splitlines() if ln.startswith("lakesink:")]
     assert rc == 2 and errors == ["lakesink: error: --drop-tombstones needs --latest-per-key (a restore of every "
@@ -206,7 +213,7 @@ def test_an_archive_without_keys_is_refused_naming_why(spark, kafka, s3, archive
 
 @pytest.mark.parametrize("fault", ["mid:2", "between:2"])
 def test_sigkill_then_rerun_produces_each_kept_record_once(spark, kafka, archive, tmp_path, fault):
-    cfg, expected, _produced, _log = archive
+    cfg, expected, _live, _produced, _log = archive
     objs = [ArchivedObject.from_row(r) for r in manifest_rows(spark, cfg) if r.kind == "object"
             and r.kafka_partition == 0]
     rows = object_spec_rows(objs)

@@ -104,7 +104,7 @@ def archive(kafka, s3, local_runner):
     consume_committed(kafka, "g-done", topic, partitions=(0,), commit={0: N})
     bucket = s3.create_bucket(f"groups-{uuid.uuid4().hex[:10]}")
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic, **{
-        "format.class": "bytearray", "flush.size": "8", "consumer.groups": "g-half",
+        "format.class": "bytearray", "flush.size": "8", "store.kafka.keys": "true", "consumer.groups": "g-half",
         "consumer.groups.regex": "g-d.*"}))
     res = SinkJob(no_spark, cfg, runner=local_runner).run_batch(flush_tail=True)
     assert res.records == 2 * N
@@ -187,6 +187,44 @@ def test_refused_while_the_destination_group_has_members(kafka, archive, local_r
     finally:
         member.close()
     assert consume(kafka, dest, 0) == [] and consume(kafka, dest, 1) == []  # nothing produced
+
+
+def test_routed_restores_place_groups_on_every_partition_a_source_partition_reaches(kafka, archive, local_runner):
+    """--partition-map swapping the partitions, and --partitioner default fanning one source partition out to three:
+    on each destination partition the group resumes at its own first record it had not read; a routing where two
+    source partitions meet is refused (no one offset there is where the group stopped in both)."""
+    from lakesink.errors import InvalidArgumentError
+    from lakesink.executor.partitioning import default_partition
+
+    cfg, topic, _cut = archive
+    swap = f"{topic}-swap-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(swap, partitions=2)
+    rep = lakesink.restore(no_spark, cfg, to_topic=swap, partition_map="0=1,1=0", groups="g-half", records_per_txn=9,
+                           runner=local_runner)
+    assert rep.produced == 2 * N
+    assert consume_committed(kafka, "g-half", swap) == {1: [value(0, i) for i in range(35, N)],
+                                                        0: [value(1, i) for i in range(10, N)]}
+    assert any(ln.startswith(f"g-half: {topic}-0 -> {swap}-1: source offset 35 -> ") for ln in rep.groups), rep.groups
+
+    fan = f"{topic}-fan-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(fan, partitions=3)
+    plan = lakesink.restore(no_spark, cfg, to_topic=fan, where="kafka_partition = 0", partitioner="default",
+                            groups="g-half", dry_run=True)
+    assert [ln for ln in plan.groups if ln.startswith("g-half")] == [
+        f"g-half: {topic}-0 -> {fan}-0,1,2: source offset 35 -> on each, the destination offset of the first "
+        f"restored record at or after source offset 35 there"]
+    rep = lakesink.restore(no_spark, cfg, to_topic=fan, where="kafka_partition = 0", partitioner="default",
+                           groups="g-half", records_per_txn=4, runner=local_runner)
+    assert rep.produced == N
+    dest_of = {i: default_partition(b"k%d" % i, 3) for i in range(N)}  # produce() keys partition 0's records k0..
+    assert consume_committed(kafka, "g-half", fan, partitions=(0, 1, 2)) == {
+        d: [value(0, i) for i in range(35, N) if dest_of[i] == d] for d in (0, 1, 2)}
+
+    merged = f"{topic}-merged-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(merged, partitions=2)
+    with pytest.raises(InvalidArgumentError, match=rf"--groups with this routing: {topic}-0 and {topic}-1 both reach "
+                                                   rf"{merged}-0, where their records interleave"):
+        lakesink.restore(no_spark, cfg, to_topic=merged, partition_map="0=0,1=0", groups="g-half", dry_run=True)
 
 
 def test_an_unknown_group_is_refused_before_anything_is_produced(kafka, archive, local_runner):

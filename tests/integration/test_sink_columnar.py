@@ -38,7 +38,8 @@ def test_read_columns_follow_the_config(spark, kafka, s3, bucket, topic_name):
     stored = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
         "store.kafka.keys": "true", "store.kafka.headers": "true", "headers.format.class": "json"}))
     df, plan = SinkJob(spark, stored)._read(plans)
-    assert df.columns == ["value", "partition", "offset", "ts", "key", "headers", "ts_type"] and plan is None
+    assert df.columns == ["value", "partition", "offset", "ts", "key", "headers", "ts_type"]
+    assert (plan.kind, plan.keys, plan.headers) == ("json", True, True)  # side files a column at a time too
     bare = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{"store.kafka.metadata": "false"}))
     df, plan = SinkJob(spark, bare)._read(plans)
     assert df.columns == ["value", "partition", "offset", "ts"]

@@ -11,7 +11,10 @@ from support.archive_checks import (AVRO_SCHEMA, archived_values, avro_values, b
                                     manifest_rows, produce)
 
 from lakesink.config import SinkConfig
+from lakesink import wiring
 from lakesink.driver.sink import SinkJob
+from lakesink.executor.columnar import ColumnarPlan
+from lakesink.manifest.rows import value_omitted
 from lakesink.errors import BatchFailedError, KafkaReadError
 from lakesink.executor.kafka_reader import consumer_config, read_range
 
@@ -27,7 +30,8 @@ FORMATS = {
 def comparable_objects(s3, bucket: str, rows) -> dict[str, bytes]:
     """Every committed object and side file, Avro sync markers masked (random per file)."""
     client, out = s3.client(), {}
-    keys = [r.object_key for r in rows if r.object_key] + [s.key for r in rows for s in (r.side_files or ())]
+    keys = [r.object_key for r in rows if r.object_key and not value_omitted(r)] + \
+        [s.key for r in rows for s in (r.side_files or ())]
     for key in keys:
         data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
         if key.endswith(".avro"):
@@ -106,23 +110,54 @@ def test_local_tasks_need_a_config_spark_only_schedules(spark, kafka, s3, bucket
         SinkJob(spark, cfg, runner=local_tasks)
 
 
-def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name):
-    """The record path with every optional column (key, headers; two topics add ``topic``)."""
+def test_stored_keys_and_headers_identical(spark, kafka, s3, topic_name, local_tasks):
+    """The record path with every optional column (key, headers; two topics add ``topic``), and tombstones written
+    (``behavior.on.null.values=write``: keys, headers and metadata side files under ``tombstone/``, no value
+    object), by Spark's Kafka source, the direct reader in Spark tasks and in local worker processes."""
     kafka.create_topic(topic_name, partitions=1)
-    produce(kafka, topic_name, json_payloads(25), headers=True)
-    cfgs = {}
-    for reader in ("direct", "spark"):
+    payloads = [None if i % 6 == 5 else v for i, v in enumerate(json_payloads(25))]
+    produce(kafka, topic_name, payloads, headers=True)
+    cfgs, engines = {}, {"direct": None, "spark": None, "local": local_tasks}
+    for reader, runner in engines.items():
         bucket = s3.create_bucket(f"kh-{reader}-{topic_name}")
         cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
             "name": f"job-{topic_name}", "store.kafka.keys": "true", "store.kafka.headers": "true",
-            "keys.format.class": "json", "headers.format.class": "json", "kafka.reader": reader}))
-        SinkJob(spark, cfgs[reader]).run_batch(flush_tail=True)
+            "keys.format.class": "json", "headers.format.class": "json", "behavior.on.null.values": "write",
+            "kafka.reader": "spark" if reader == "spark" else "direct"}))
+        SinkJob(spark, cfgs[reader], runner=runner).run_batch(flush_tail=True)
     rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
-    direct, spark_rows = comparable_rows(rows["direct"]), comparable_rows(rows["spark"])
-    assert direct == spark_rows, [(x.get("object_key"), k, x.get(k), y.get(k)) for x, y in zip(direct, spark_rows)
+    direct = comparable_rows(rows["direct"])
+    for other in ("spark", "local"):
+        theirs = comparable_rows(rows[other])
+        assert direct == theirs, [(x.get("object_key"), k, x.get(k), y.get(k)) for x, y in zip(direct, theirs)
                                   for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)][:10]
     objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
-    assert len(objects["direct"]) == 12 and objects["direct"] == objects["spark"]  # 3 x value, keys, headers, metadata
+    tombs = [r for r in rows["direct"] if r.encoded_partition == "tombstone"]
+    assert sum(r.record_count for r in tombs) == payloads.count(None) == 4
+    assert all(r.note.startswith("tombstones:") and r.object_key not in objects["direct"] for r in tombs)
+    # 3 value objects with keys, headers, metadata; the tombstone file's keys, headers, metadata
+    assert len(objects["direct"]) == 12 + 3 * len(tombs) and objects["direct"] == objects["spark"] == objects["local"]
+    assert all(f"/{topic_name}/tombstone/" in s.key for r in tombs for s in r.side_files)
+
+
+def test_stored_keys_and_headers_columnar_identical(spark, kafka, s3, topic_name, local_tasks):
+    """Keys and headers side files (Avro) written a column at a time (issue #30: the columnar path takes them) by
+    Spark's Kafka source, the direct reader in Spark tasks and in local worker processes: the same rows and objects."""
+    kafka.create_topic(topic_name, partitions=1)
+    produce(kafka, topic_name, json_payloads(25), headers=True)
+    cfgs, engines = {}, {"direct": None, "spark": None, "local": local_tasks}
+    for reader, runner in engines.items():
+        bucket = s3.create_bucket(f"khc-{reader}-{topic_name}")
+        cfgs[reader] = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic_name, **{
+            "name": f"job-{topic_name}", "store.kafka.keys": "true", "store.kafka.headers": "true",
+            "kafka.reader": "spark" if reader == "spark" else "direct"}))
+        assert ColumnarPlan.for_parts(wiring.task_parts(cfgs[reader])) is not None
+        SinkJob(spark, cfgs[reader], runner=runner).run_batch(flush_tail=True)
+    rows = {r: manifest_rows(spark, c) for r, c in cfgs.items()}
+    direct = comparable_rows(rows["direct"])
+    assert direct == comparable_rows(rows["spark"]) == comparable_rows(rows["local"])
+    objects = {r: comparable_objects(s3, cfgs[r].s3_bucket_name, rows[r]) for r in rows}
+    assert len(objects["direct"]) == 12 and objects["direct"] == objects["spark"] == objects["local"]
 
 
 def test_aborted_transactions_are_skipped_and_the_manifest_advances(spark, kafka, s3, bucket, topic_name):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lakesink.manifest.rows import TOMBSTONES_NOTE
+
 INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 ROOT = INTEGRATION.parents[1]
 
@@ -18,7 +20,8 @@ def object_spec_rows(objs) -> list[dict]:
              "version_id": o.version_id, "first_offset": o.first_offset, "last_offset": o.last_offset,
              "record_count": o.record_count, "side_files": [dict(s) for s in o.side_files], "format": o.format,
              "compression": o.compression, "size_bytes": o.size_bytes, "schema_id": o.schema_id,
-             "min_timestamp": o.min_timestamp_ms, "max_timestamp": o.max_timestamp_ms} for o in objs]
+             "min_timestamp": o.min_timestamp_ms, "max_timestamp": o.max_timestamp_ms,
+             "note": TOMBSTONES_NOTE if o.value_omitted else None} for o in objs]
 
 
 def run_restore_job(kafka, tmp_path: Path, cfg, rows: list[dict], name: str, topic: str, fault: str, *,

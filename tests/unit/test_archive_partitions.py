@@ -98,3 +98,54 @@ def test_errors_name_the_record(tmp_path):
     with pytest.raises(PartitionError) as ei:
         run(config(tmp_path / "fail", **{"behavior.on.null.values": "fail"}), vals, 5)
     assert ei.value.offset == 13  # the first tombstone (i=3)
+
+
+AVRO_SCHEMA = {"type": "record", "name": "V", "fields": [{"name": "f", "type": "long"}, {"name": "i", "type": "long"}]}
+
+
+def _avro_datum(doc: dict) -> bytes:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(AVRO_SCHEMA), doc)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt,extra", [
+    ("json", {}),
+    ("avro", {"value.schema": json.dumps(AVRO_SCHEMA)}),
+    ("bytearray", {"value.decoder": "bytes"}),
+    ("parquet", {"value.schema": json.dumps(AVRO_SCHEMA)}),
+])
+def test_tombstones_written_as_keys_headers_and_metadata_only_and_read_back(tmp_path, fmt, extra):
+    """behavior.on.null.values=write (spec §5): a file of tombstones has no value object, only its side files under
+    ``<topic>/tombstone/``; its row says so, and reading the archive back gives each tombstone's key, headers,
+    offset and a null value, in offset order with the other records."""
+    from lakesink.executor.archive_tasks import ObjectReader
+    from lakesink.executor.readback import ArchivedObject
+    from lakesink.manifest.rows import TOMBSTONES_NOTE
+
+    cfg = config(tmp_path, **{"format.class": fmt, "partitioner.class": "DefaultPartitioner",
+                              "behavior.on.null.values": "write", "store.kafka.headers": "true",
+                              "headers.format.class": "json", **extra})
+    vals = values(30)
+    if fmt in ("avro", "parquet"):
+        vals = [None if v is None else _avro_datum(json.loads(v)) for v in vals]
+    results = run(cfg, vals, 7)
+    results.pop()  # the partition status
+    rows = [r.row.to_json() for r in results if r.row.kind == "object"]
+    store = tmp_path / "store" / "bkt"
+    tombs = [r for r in rows if r["encoded_partition"] == "tombstone"]
+    assert sum(r["record_count"] for r in tombs) == vals.count(None) > 0
+    for r in tombs:
+        assert r["note"] == TOMBSTONES_NOTE and r["size_bytes"] == 0 and r["etag"] is None
+        assert r["object_key"].startswith("topics/t/tombstone/t+3+") and not (store / r["object_key"]).exists()
+        assert sorted(s["view"] for s in r["side_files"]) == ["headers", "keys", "metadata"]
+        assert all((store / s["key"]).exists() for s in r["side_files"])
+    assert all(r["note"] is None and (store / r["object_key"]).exists() for r in rows if r not in tombs)
+    reader = ObjectReader(task_parts(cfg))
+    got = sorted((rec.offset, rec.key, rec.value is None, rec.headers)
+                 for r in rows for rec in reader.records(ArchivedObject.from_row(r)))
+    assert got == [(10 + i, b"k%d" % i, v is None, [("h", b"%d" % i)]) for i, v in enumerate(vals)]

@@ -106,6 +106,11 @@ def _stable(data: bytes) -> bytes:
     ("json", {}, "json"),
     ("json", {"behavior.on.null.values": "ignore"}, "json"),
     ("avro", {"avro.codec": "snappy"}, "avro"),
+    # keys and headers side files a column at a time (lakesink.objects.formats.side_columns)
+    ("json", {"store.kafka.keys": "true"}, "json"),
+    ("json", {"store.kafka.headers": "true", "headers.format.class": "json"}, "json"),
+    ("avro", {"store.kafka.keys": "true", "store.kafka.headers": "true", "key.decoder": "string"}, "avro"),
+    ("bytearray", {"store.kafka.keys": "true", "keys.format.class": "bytearray"}, "bytes"),
 ])
 def test_plan_for_count_only_default_partitioner_configs(tmp_path, fmt, extra, kind):
     plan = ColumnarPlan.for_parts(task_parts(config(tmp_path, fmt, **extra)))
@@ -118,9 +123,11 @@ def test_plan_for_count_only_default_partitioner_configs(tmp_path, fmt, extra, k
     ("json", {"partitioner.class": "FieldPartitioner", "partition.field.name": "id"}),
     ("json", {"partitioner.class": "TimeBasedPartitioner", "partition.duration.ms": "3600000",
               "path.format": "'h'=HH", "locale": "en", "timezone": "UTC"}),
-    ("json", {"store.kafka.keys": "true"}),
-    ("json", {"store.kafka.headers": "true", "headers.format.class": "json"}),
-    ("json", {"key.decoder": "string"}),
+    ("json", {"key.decoder": "string"}),  # a key the decoder rejects fails the record path, stored or not
+    ("json", {"store.kafka.keys": "true", "keys.format.class": "parquet"}),  # formats without a column path
+    ("json", {"store.kafka.headers": "true", "headers.format.class": "parquet"}),
+    ("json", {"store.kafka.keys": "true", "keys.format.class": "bytearray", "key.decoder": "string"}),
+    ("json", {"store.kafka.keys": "true", "key.decoder": "json"}),
     ("json", {"rotate.schedule.interval.ms": "60000", "timezone": "UTC"}),
     ("json", {"behavior.on.null.values": "write", "store.kafka.keys": "true"}),
     ("json", {"value.decoder": "string"}),

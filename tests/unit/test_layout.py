@@ -150,7 +150,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("lakesink.executor",),
     ("lakesink.runners",),
     ("lakesink.driver",),
-    ("lakesink.runtime",),
+    ("lakesink.runtime", "lakesink.notebook"),
     ("lakesink.devstack",),
     ("lakesink.cli",),
 ]

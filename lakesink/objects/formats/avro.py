@@ -35,6 +35,7 @@ from lakesink.schemas.avro import fingerprint, primitive_schema_for, raw_parsed_
 from lakesink.objects.formats.base import (Format, FormatWriter, RecordView, binary_run, encode_error, header_pairs, record_key)
 from lakesink.errors import CorruptObjectError, EmptyFileError, InvalidArgumentError
 from lakesink.objects.formats.avro_columns import read_bytes_array, read_headers_arrays  # noqa: F401 - re-exported
+from lakesink.objects.formats.avro_sides import AvroSideWriting
 
 CODECS = ("null", "deflate", "snappy", "bzip2", "zstandard", "xz")
 #: Container metadata of a ``.keys`` Avro file whose keys came in Confluent wire-format Avro: their schema's
@@ -120,6 +121,32 @@ class AvroFormat(Format):
     def header_columns(self, data: bytes) -> tuple[Any, Any, Any] | None:
         return read_headers_arrays(io.BytesIO(data))  # lakesink's headers schema: a column at a time
 
+    def columnar_keys(self, key_decoder: str) -> bool:
+        return key_decoder in ("bytes", "string")  # files of bytes / string keys without a schema
+
+    def columnar_headers(self) -> bool:
+        return True
+
+    def key_payloads(self, keys: Any, key_decoder: str) -> tuple[Any, Any] | None:
+        """Each key's ``bytes``/``string`` datum (a string key's bytes must be valid UTF-8, as the string decoder
+        requires)."""
+        import pyarrow as pa
+
+        from lakesink.objects.formats.side_columns import avro_bytes_datums
+
+        if key_decoder == "string":
+            try:
+                keys.cast(pa.large_string() if pa.types.is_large_binary(keys.type) else pa.string())
+            except pa.ArrowInvalid:
+                return None
+        return avro_bytes_datums(keys), key_decoder
+
+    def header_payloads(self, headers: Any) -> tuple[Any, Any] | None:
+        from lakesink.objects.formats.side_columns import avro_headers_datums
+
+        datums = avro_headers_datums(headers)
+        return None if datums is None else (datums, None)
+
     def columnar_kind(self, decoder: Any) -> str | None:
         if not self.fast_path or decoder.name != "avro":
             return None
@@ -170,7 +197,7 @@ def sync_marker_for(key: str) -> bytes:
     return hashlib.md5(b"lakesink avro sync marker\0" + key.encode()).digest()
 
 
-class AvroWriter(FormatWriter):
+class AvroWriter(AvroSideWriting, FormatWriter):
     def __init__(self, fmt: AvroFormat, out: BinaryIO, view: RecordView, sync_marker: bytes | None = None):
         super().__init__(out, view)
         self._fmt = fmt
@@ -307,14 +334,22 @@ class AvroWriter(FormatWriter):
         ``schema`` each (``payloads``: pyarrow binary array, no nulls): the datums are copied into
         blocks cut exactly where the record path cuts them (a block closes after the record that
         brings it to ``sync_interval`` bytes), so the file is byte-identical."""
-        import numpy as np
-
-        if self.view is not RecordView.VALUE or schema is None:
+        if self.view is not RecordView.VALUE:
+            self._write_view_datums(payloads, schema)
+            return
+        if schema is None:
             raise InvalidArgumentError("Avro columnar writes take VALUE payloads with their schema")
         if self._w is None:
             self._open(schema.avro, schema)
         if schema.fingerprint != self._fp or self._bare_fp != schema.fingerprint or self._schemaless:
             raise InvalidArgumentError(f"payloads of schema {schema.name or schema.fingerprint[:12]} do not fit this file")
+        self._append_run(payloads)
+
+    def _append_run(self, payloads) -> None:
+        """Datums (a pyarrow binary array, no nulls) into blocks cut where fastavro's ``Writer.write`` cuts
+        them: a block closes after the datum that brings it to ``sync_interval`` bytes."""
+        import numpy as np
+
         data, ends = binary_run(payloads)
         n, i, pos, sync = len(ends), 0, 0, self._fmt.sync_interval
         while i < n:
@@ -350,6 +385,9 @@ class AvroWriter(FormatWriter):
             i += 1
         if i >= n:
             return
+        if self._datum_view():
+            self._write_view_records(records if i == 0 else records[i:])
+            return
         if self._raw:
             self._flush_raw()
         encode = self._w.write
@@ -370,6 +408,9 @@ class AvroWriter(FormatWriter):
             value = [{"key": k, "value": v} for k, v in header_pairs(record)]
         if self._w is None:
             self._open_from(record)
+        if self._datum_view():
+            self._write_view_records((record,))
+            return
         self._write_value(record, value)
 
     def _append_raw(self, raw: bytes) -> None:

@@ -101,6 +101,27 @@ class Format(ABC):
         format (``bytes``, ``avro``, ``avro_wire``, ``parquet``, ``json``), or None for the record path."""
         return None
 
+    def columnar_keys(self, key_decoder: str) -> bool:
+        """Whether a keys file of this format takes keys from ``key_decoder`` a column at a time
+        (:meth:`key_payloads`, ``lakesink.executor.columnar``)."""
+        return False
+
+    def columnar_headers(self) -> bool:
+        """Whether a headers file of this format takes headers a column at a time (:meth:`header_payloads`)."""
+        return False
+
+    def key_payloads(self, keys: Any, key_decoder: str) -> tuple[Any, Any] | None:
+        """(payloads, schema) the keys file's ``FormatWriter.write_payloads`` takes for the Arrow column ``keys``
+        (binary, no nulls) of keys from ``key_decoder``, writing exactly what the record path writes for them; None
+        when the column needs the record path (a key the decoder rejects)."""
+        return None
+
+    def header_payloads(self, headers: Any) -> tuple[Any, Any] | None:
+        """(payloads, schema) the headers file's ``FormatWriter.write_payloads`` takes for the Arrow column
+        ``headers`` (list<struct<key: string, value: binary>>); None when the column needs the record path (a
+        record without headers, a value that is not UTF-8: :func:`~lakesink.objects.formats.side_columns.headers_parts`)."""
+        return None
+
     @abstractmethod
     def open_writer(self, out: BinaryIO, view: RecordView = RecordView.VALUE) -> "FormatWriter":
         """Start one object written to ``out`` (only ``write``/``flush`` are used; never closed)."""

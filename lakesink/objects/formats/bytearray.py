@@ -44,6 +44,12 @@ class ByteArrayFormat(Format):
     def columnar_kind(self, decoder: Any) -> str | None:
         return "bytes" if decoder.name == "bytes" else None
 
+    def columnar_keys(self, key_decoder: str) -> bool:
+        return key_decoder == "bytes"  # the key bytes themselves (the record path needs bytes keys)
+
+    def key_payloads(self, keys: Any, key_decoder: str) -> tuple[Any, Any] | None:
+        return keys, None
+
     def __init__(self, separator: bytes | str = b"\n", extension: str = ".bin", compression: str | None = "none",
                  compression_level: int = -1, buffer_size: int = DEFAULT_BUFFER_SIZE):
         self.separator = separator.encode("utf-8") if isinstance(separator, str) else bytes(separator)

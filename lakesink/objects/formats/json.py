@@ -67,6 +67,25 @@ class JsonFormat(Format):
             return [json.loads(x).encode("utf-8") if x[:1] == b'"' else x for x in lines]
         return self.read_lines_array(io.BytesIO(data))
 
+    def columnar_keys(self, key_decoder: str) -> bool:
+        return key_decoder in ("bytes", "string")
+
+    def columnar_headers(self) -> bool:
+        return True
+
+    def key_payloads(self, keys: Any, key_decoder: str) -> tuple[Any, Any] | None:
+        """Each key's line: a bytes key's base64 as a JSON string (JsonConverter's BYTES), a string key's text."""
+        from lakesink.objects.formats.side_columns import json_key_lines
+
+        lines = json_key_lines(keys, base64=key_decoder == "bytes")
+        return None if lines is None else (lines, None)
+
+    def header_payloads(self, headers: Any) -> tuple[Any, Any] | None:
+        from lakesink.objects.formats.side_columns import json_header_lines
+
+        lines = json_header_lines(headers)
+        return None if lines is None else (lines, None)
+
     def columnar_kind(self, decoder: Any) -> str | None:
         if decoder.name == "json" and not decoder.envelope and self.decimal_format == "BASE64":
             return "json"
