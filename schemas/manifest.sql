@@ -4,7 +4,7 @@ CREATE TABLE IF NOT EXISTS lakesink.manifest (
   job STRING NOT NULL COMMENT 'job name (config `name`)',
   topic STRING NOT NULL COMMENT 'Kafka topic',
   kafka_partition INT NOT NULL COMMENT 'Kafka partition',
-  kind STRING NOT NULL COMMENT 'object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain)',
+  kind STRING NOT NULL COMMENT 'object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain | erased (records an erase removed from an object it rewrote under the same key: a tombstone of the old object row, a note inside the new rows span) | erasing (an erases intent: its staged rewrites, a note no view reads)',
   range_start BIGINT NOT NULL COMMENT 'first Kafka offset of the commit group (chains: previous range_end + 1)',
   range_end BIGINT NOT NULL COMMENT 'last Kafka offset of the commit group',
   first_offset BIGINT COMMENT 'offset of this objects first record',

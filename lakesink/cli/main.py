@@ -23,7 +23,7 @@ from lakesink.cli import check, demo, dev, manifest, restore, sink, vacuum
 from lakesink.cli import schema, sql, status
 from lakesink.cli import validate, verify
 from lakesink.cli import setup
-from lakesink.cli import expire
+from lakesink.cli import erase, expire
 from lakesink.cli.output import FORMATS, Output, make_output, resolved_masked
 from lakesink.runtime.logs import run_log_file, set_verbose
 
@@ -32,6 +32,7 @@ COMMAND_REGISTRARS += [schema.add_parser, sql.add_parser, status.add_parser]
 COMMAND_REGISTRARS += [validate.add_parser, verify.add_parser]
 COMMAND_REGISTRARS += [setup.add_parser]
 COMMAND_REGISTRARS += [expire.add_parser]
+COMMAND_REGISTRARS += [erase.add_parser]
 
 
 def version() -> str:

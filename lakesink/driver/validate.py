@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping
 
 from lakesink import wiring
 from lakesink.errors import ArchiveReadError, InvalidArgumentError, LakesinkError, StoreError
-from lakesink.manifest.rows import CHAIN_KINDS, live_objects, value_omitted
+from lakesink.manifest.rows import CHAIN_KINDS, REWRITTEN_NOTE, live_objects, value_omitted
 
 __all__ = ["CheckOutcome", "ValidationReport", "validate", "range_frame", "object_frame", "schema_frame",
            "sample_objects", "load_suite", "PROJECTING_MODES", "DEFAULT_SAMPLE"]
@@ -112,7 +112,9 @@ def object_frame(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         known = first is not None and last is not None
         out.append({"where": f"{_where(r)} {r.get('object_key')}",
                     "offsets_in_range": known and r["range_start"] <= first <= last <= r["range_end"],
-                    "count_fits": known and 1 <= n <= last - first + 1})
+                    # an object an erase rewrote may hold no record any more (its note says so)
+                    "count_fits": known and (0 if str(r.get("note") or "").startswith(REWRITTEN_NOTE) else 1)
+                    <= n <= last - first + 1})
     return out
 
 

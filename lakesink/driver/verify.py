@@ -10,7 +10,9 @@ What is checked, and the fault kinds a report names:
 * every object and side file the manifest names exists (``missing-object``, ``missing-side-file``) with the ETag
   (``*-etag-mismatch``) and size (``*-size-mismatch``) it recorded;
 * with ``deep`` (the default), every object's records are read back and counted, its side files with it
-  (``unreadable``: the reader's line: a count that differs, bytes that do not parse, a side file out of step).
+  (``unreadable``: the reader's line: a count that differs, bytes that do not parse, a side file out of step);
+  an object ``lakesink erase`` rewrote must hold no record at an offset it erased (``erased-record-present``);
+  the erased offsets themselves are holes the ``erased`` rows explain, not faults.
 
 The object checks run as tasks of the job's runner (:mod:`lakesink.runners`: local worker processes or Spark),
 one group of objects per task. The report carries what was checked, when, the manifest's version and every fault;
@@ -26,7 +28,7 @@ from typing import Any, Iterable, Mapping
 from lakesink import wiring
 from lakesink.driver.archive import as_config, object_bytes, pack_objects
 from lakesink.driver.validate import manifest_rows, object_frame, range_frame
-from lakesink.manifest.rows import live_objects
+from lakesink.manifest.rows import ERASED, erased_offsets, live_objects
 from lakesink.errors import ManifestError
 
 __all__ = ["Fault", "PartitionEvidence", "VerifyReport", "chain_faults", "verify"]
@@ -121,6 +123,16 @@ def chain_faults(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Fault], list[P
     return faults, evidence
 
 
+def erased_runs(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, int]]]:
+    """Per object key, the offset runs ``erased`` rows say an erase removed from it (the holes are not faults;
+    a record back in one is: ``erased-record-present``)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for r in rows:
+        if r.get("kind") == ERASED and r.get("object_key"):
+            out.setdefault(r["object_key"], []).extend(erased_offsets(r.get("note")))
+    return out
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -152,7 +164,9 @@ def verify(config: Any, *, runner: Any = None, spark: Any = None, deep: bool = T
         tasks = pack_objects([object_bytes(o) for o in objects], parallelism=runner.parallelism())
         groups = [[objects[i] for i in t] for t in tasks]
     parts = wiring.task_parts(cfg)
-    out = runner.run(lambda ids: verify_task(ids, groups, parts, deep), len(groups), VERIFY_DDL) if groups else []
+    erased = erased_runs(rows)
+    out = (runner.run(lambda ids: verify_task(ids, groups, parts, deep, erased), len(groups), VERIFY_DDL)
+           if groups else [])
     counted = 0
     for line in out:
         res = json.loads(line)

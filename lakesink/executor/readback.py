@@ -47,7 +47,7 @@ from lakesink.errors import (ArchiveReadError, CorruptObjectError, InvalidArgume
                              ManifestRowError, MissingRecordMetadataError, MissingSideFileError,
                              RecordCountMismatchError)
 from lakesink.objects.formats.base import RecordView
-from lakesink.manifest.rows import TOMBSTONES_NOTE, to_ms
+from lakesink.manifest.rows import REWRITTEN_NOTE, TOMBSTONES_NOTE, to_ms
 
 __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_objects", "Cut", "RestoredRecord",
            "read_records", "read_produce_columns", "ProduceColumns", "count_in_cut", "read_key_positions", "read_record_batch",
@@ -56,7 +56,7 @@ __all__ = ["FIELDS", "row_getter", "ArchivedObject", "read_object", "iter_object
 FIELDS = ("topic", "kafka_partition", "object_key", "etag", "version_id", "first_offset", "last_offset",
           "record_count")
 #: optional row fields a reader uses when present (older callers pass rows without them)
-OPTIONAL_FIELDS = ("format", "compression", "size_bytes", "schema_id", "min_timestamp", "max_timestamp")
+OPTIONAL_FIELDS = ("format", "compression", "size_bytes", "schema_id", "min_timestamp", "max_timestamp", "note")
 
 
 def row_getter(row: Any):
@@ -109,6 +109,9 @@ class ArchivedObject:
     max_timestamp_ms: int | None = None
     #: no value object: the records are all tombstones (``behavior.on.null.values=write``), their values null
     value_omitted: bool = False
+    #: whether ``lakesink erase`` rewrote the object (its row's note): it keeps its span, its first or last record
+    #: may be gone
+    rewritten: bool = False
 
     @classmethod
     def from_row(cls, row: Any) -> "ArchivedObject":
@@ -119,8 +122,9 @@ class ArchivedObject:
                           for s in (get("side_files", None) or []))
         except (AttributeError, TypeError) as e:
             raise ManifestRowError(f"manifest row {values[2]!r}: bad side_files: {e}") from None
-        fmt, comp, size, sid, tmin, tmax = (get(f, None) for f in OPTIONAL_FIELDS)
-        return cls(*values, sides, fmt, comp, size, sid, _ms(tmin), _ms(tmax), get("note", None) == TOMBSTONES_NOTE)
+        fmt, comp, size, sid, tmin, tmax, note = (get(f, None) for f in OPTIONAL_FIELDS)
+        return cls(*values, sides, fmt, comp, size, sid, _ms(tmin), _ms(tmax), note == TOMBSTONES_NOTE,
+                   str(note or "").startswith(REWRITTEN_NOTE))
 
     def side(self, view: str) -> Mapping[str, Any] | None:
         """The side-file entry (``key``, ``etag``, ``version_id``, ``size_bytes``) of ``view``
@@ -253,7 +257,9 @@ def read_metadata(store, obj: ArchivedObject):
     md = MetadataFormat().read_arrays(io.BytesIO(data))
     offs = md[0]
     _check_count(store, key, len(offs), obj)
-    if len(offs) and (offs[0] != obj.first_offset or offs[-1] != obj.last_offset
+    # an object an erase rewrote keeps its span: its first or last record may be gone
+    if len(offs) and ((offs[0] != obj.first_offset or offs[-1] != obj.last_offset) if not obj.rewritten else
+                      (offs[0] < obj.first_offset or offs[-1] > obj.last_offset)
                       or (len(offs) > 1 and not bool(np.all(np.diff(offs) >= 0)))):
         raise CorruptObjectError(f"{store.uri(key)}: offsets {offs[0]}..{offs[-1]} (ascending: no) disagree with the "
                                  f"manifest's {obj.first_offset}..{obj.last_offset}")

@@ -2,7 +2,8 @@
 
 For every object: its value object and each side file exist with the ETag and size the manifest recorded (one
 HEAD each); with ``deep``, its records are read back and counted (:func:`lakesink.executor.readback`'s reader
-checks the ETag, the record count and that the side files hold as many entries as the object). One JSON row per
+checks the ETag, the record count and that the side files hold as many entries as the object), and an object an
+erase rewrote holds no record at an offset it erased (``erased-record-present``). One JSON row per
 object: ``{"object_key", "topic", "kafka_partition", "records", "side_files", "faults": [[kind, detail], ...]}``.
 """
 from __future__ import annotations
@@ -40,9 +41,10 @@ def _head_faults(store: Any, key: str, etag: str | None, size: int | None, what:
     return out
 
 
-def check_object(reader: ObjectReader, obj: ArchivedObject, deep: bool, schema: "pa.Schema | None" = None
-                 ) -> dict[str, Any]:
-    """One object's verification row (see the module docstring)."""
+def check_object(reader: ObjectReader, obj: ArchivedObject, deep: bool, schema: "pa.Schema | None" = None,
+                 erased: "list[tuple[int, int]] | None" = None) -> dict[str, Any]:
+    """One object's verification row (see the module docstring). ``erased``: the offset runs erases removed from
+    this object (``erased`` manifest rows of its key): with ``deep``, a record at one of them is a fault."""
     from lakesink.errors import LakesinkError
 
     # an object of tombstones only has side files and no value object (behavior.on.null.values=write)
@@ -59,6 +61,13 @@ def check_object(reader: ObjectReader, obj: ArchivedObject, deep: bool, schema: 
         try:
             batch = reader.batch(obj, schema or arrow_record_schema())
             records = 0 if batch is None else batch.num_rows
+            if erased and batch is not None:
+                back = sorted({o for o in batch.column(2).to_pylist() if o is not None
+                               and any(a <= o <= b for a, b in erased)})
+                if back:
+                    faults.append(["erased-record-present",
+                                   f"{reader.store.uri(obj.object_key)}: holds records at offsets "
+                                   f"{', '.join(map(str, back[:20]))} that an erase removed"])
         except LakesinkError as e:  # count, decode, side-file and store errors: the reader's own line
             faults.append(["unreadable", str(e)])
     return {"object_key": obj.object_key, "topic": obj.topic, "kafka_partition": obj.kafka_partition,
@@ -66,13 +75,16 @@ def check_object(reader: ObjectReader, obj: ArchivedObject, deep: bool, schema: 
 
 
 def verify_task(ids: Iterable[int], groups: list[list[ArchivedObject]], parts: "TaskParts",
-                deep: bool) -> Iterator["pa.RecordBatch"]:
-    """For each id, the verification rows of ``groups[id]``'s objects (one Arrow batch per group)."""
+                deep: bool, erased: "dict[str, list[tuple[int, int]]] | None" = None) -> Iterator["pa.RecordBatch"]:
+    """For each id, the verification rows of ``groups[id]``'s objects (one Arrow batch per group). ``erased``: per
+    object key, the offset runs erases removed from it."""
     import pyarrow as pa
 
     reader = ObjectReader(parts)
     schema = arrow_record_schema()
+    erased = erased or {}
     for i in ids:
-        rows = [json.dumps(check_object(reader, obj, deep, schema)) for obj in groups[i]]
+        rows = [json.dumps(check_object(reader, obj, deep, schema, erased.get(obj.object_key)))
+                for obj in groups[i]]
         if rows:
             yield pa.RecordBatch.from_pydict({"row": rows})

@@ -29,6 +29,9 @@ __all__ = ["DuckViews", "to_duckdb", "error_line"]
 # Applied before the lock, in this order; enable_external_access must come after anything that needs files.
 _LOCKDOWN = ("SET TimeZone = 'UTC'", "SET python_enable_replacements = false", "SET autoinstall_known_extensions = false",
              "SET autoload_known_extensions = false", "SET enable_external_access = false", "SET lock_configuration = true")
+#: The settings that lock an in-memory DuckDB down (no files, no extensions, no config changes): for connections
+#: outside :class:`DuckViews` (``lakesink erase`` evaluates its predicate over records in one).
+LOCKDOWN = _LOCKDOWN
 
 
 def _higher_order(node: Any) -> Any:

@@ -116,6 +116,9 @@ def schema_history(rows: "pa.Table | Iterable[Any]", topic: str | None = None) -
 
 #: Said after every refused ``--where``: what a predicate is.
 PREDICATE_HINT = "the predicate is a boolean expression over the manifest's columns"
+#: :func:`where_predicate`'s hint for a predicate over archived records (``lakesink erase --where``).
+RECORD_PREDICATE_HINT = ("the predicate is a boolean expression over the records' columns: topic, partition, offset, "
+                         "timestamp, key, value, value_bytes, headers")
 
 
 def _refusal(node: Any) -> str | None:
@@ -141,7 +144,7 @@ def _refused_function(node: Any) -> str | None:
     return None
 
 
-def where_predicate(where: str, label: str = "--where") -> str:
+def where_predicate(where: str, label: str = "--where", hint: str | None = None) -> str:
     """``where`` checked to be ONE boolean expression over the manifest's columns, as the Spark SQL text to
     filter with: sqlglot's (dialect ``spark``) rendering of what it parsed, without comments, so Spark evaluates
     exactly the expression checked here (a comment or a quoting trick cannot carry a clause past the check).
@@ -149,14 +152,15 @@ def where_predicate(where: str, label: str = "--where") -> str:
     Raises ArchiveQueryError (one line, ``<label> '<where>': <why> (...)``) for a second statement (``;``), a
     set operation, a subquery (scalar, ``IN``, ``EXISTS``), a table reference, or text that does not parse as
     one expression (``[PARSE_SYNTAX_ERROR] ...``, the words Spark uses). Unknown columns and type errors are
-    left to Spark, which resolves the expression against the manifest."""
+    left to Spark, which resolves the expression against the manifest. ``hint``: what the predicate is over, for
+    the error line (default :data:`PREDICATE_HINT`; ``lakesink erase``: :data:`RECORD_PREDICATE_HINT`)."""
     from sqlglot import exp, parse_one
     from sqlglot.dialects.spark import Spark
     from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
     from sqlglot.tokens import TokenType
 
     def refuse(why: str) -> ArchiveQueryError:
-        return ArchiveQueryError(f"{label} {where!r}: {why} ({PREDICATE_HINT})")
+        return ArchiveQueryError(f"{label} {where!r}: {why} ({hint or PREDICATE_HINT})")
 
     dialect = Spark()
     try:

@@ -25,7 +25,7 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("job", "STRING", False, "job name (config `name`)"),
     ("topic", "STRING", False, "Kafka topic"),
     ("kafka_partition", "INT", False, "Kafka partition"),
-    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain)"),
+    ("kind", "STRING", False, "object | advance (range with no object) | skipped (lost to retention, allowed explicitly) | deadletter (records sent to the dead-letter topic: a note, not a range of the chain) | filtered (offsets a transform dropped inside objects' spans: a note, not a range of the chain) | expired (an object deleted by retention: a tombstone of its object row, a note, not a range of the chain | erased (records an erase removed from an object it rewrote under the same key: a tombstone of the old object row, a note inside the new row's span) | erasing (an erase's intent: its staged rewrites, a note no view reads)"),
     ("range_start", "BIGINT", False, "first Kafka offset of the commit group (chains: previous range_end + 1)"),
     ("range_end", "BIGINT", False, "last Kafka offset of the commit group"),
     ("first_offset", "BIGINT", True, "offset of this object's first record"),
@@ -62,8 +62,16 @@ COLUMN_NAMES = [c[0] for c in COLUMNS]
 OBJECT, ADVANCE, SKIPPED, DEADLETTER, FILTERED = "object", "advance", "skipped", "deadletter", "filtered"
 #: An object deleted by retention (``lakesink expire``): a tombstone superseding its object row.
 EXPIRED = "expired"
+#: Records removed from an object by ``lakesink erase`` (the object was rewritten without them under the same key):
+#: a tombstone of the old object row, carrying the erased offsets; the rewritten object has a new object row.
+ERASED = "erased"
+#: The intent of an erase (its staged rewrites, committed before any object is replaced): a note, not a tombstone
+#: and not a range of the chain (:mod:`lakesink.driver.erase`).
+ERASING = "erasing"
 #: Kinds that supersede an object row of the same job, topic, partition, key and ETag (:func:`live_objects`).
-TOMBSTONE_KINDS = (EXPIRED,)
+TOMBSTONE_KINDS = (EXPIRED, ERASED)
+#: How the ``note`` of an object row an erase rewrote starts (such an object may hold no record any more).
+REWRITTEN_NOTE = "rewritten by lakesink erase"
 #: Kinds whose [range_start, range_end] are links of a partition's offset chain (a deadletter or filtered row only
 #: notes offsets that lie inside the chain's object or advance ranges of the same batch).
 CHAIN_KINDS = (OBJECT, ADVANCE, SKIPPED)
@@ -228,6 +236,62 @@ def expired_row(obj: Mapping[str, Any], note: str) -> ManifestRow:
         if t is not None and t.tzinfo is not None:
             values[k] = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return ManifestRow(**values)
+
+
+def erase_note(offsets: list[int], predicate: str) -> str:
+    """An ``erased`` row's ``note``: how many records at which offsets, and the predicate (after `` where ``; the
+    ``erasures`` view's ``predicate``; :func:`erased_offsets` reads the offsets back)."""
+    runs = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in offset_runs(sorted(set(offsets))))
+    n = len(set(offsets))
+    return f"erased {n} record{'s' if n != 1 else ''} at offsets {runs} where {predicate}"
+
+
+def erased_offsets(note: str | None) -> list[tuple[int, int]]:
+    """The offset runs an ``erased`` row's note names (:func:`erase_note`), as inclusive ``(first, last)`` pairs."""
+    if not note or " at offsets " not in note:
+        return []
+    text = note.split(" at offsets ", 1)[1].split(" where ", 1)[0]
+    out = []
+    for part in text.split(", "):
+        a, _, b = part.partition("-")
+        out.append((int(a), int(b or a)))
+    return out
+
+
+def erased_row(obj: Mapping[str, Any], offsets: list[int], predicate: str) -> ManifestRow:
+    """The tombstone of object row ``obj`` whose records at ``offsets`` an erase removed (the object was rewritten
+    without them, under the same key: its new row is :func:`rewritten_row`): the old object's key, ETag, version,
+    side files (what the erase deletes on a versioned bucket), kind ``erased``, ``[range_start, range_end]`` and
+    ``[first_offset, last_offset]`` = the first and last erased offset, ``record_count`` = how many were erased,
+    ``note`` = :func:`erase_note`. Not a link of the offset chain: the erased offsets lie inside the rewritten
+    object's span (it keeps the old span), as a ``filtered`` row's do."""
+    base = expired_row(obj, erase_note(offsets, predicate))
+    lo, hi = min(offsets), max(offsets)
+    return dataclasses.replace(base, kind=ERASED, range_start=lo, range_end=hi, first_offset=lo, last_offset=hi,
+                               record_count=len(set(offsets)))
+
+
+def rewritten_row(obj: Mapping[str, Any], *, etag: str | None, version_id: str | None, size_bytes: int,
+                  record_count: int, side_files: tuple[SideFile, ...], min_timestamp_ms: int | None,
+                  max_timestamp_ms: int | None, note: str) -> ManifestRow:
+    """The row of an object an erase rewrote under its key: ``obj``'s columns (commit range, span
+    ``[first_offset, last_offset]``, format, schema) with the new ETag, version, size, record count, side files and
+    record timestamps. The span stays the old one: the erased offsets inside it are the ``erased`` row's."""
+    base = expired_row(obj, note)
+    return dataclasses.replace(
+        base, kind=OBJECT, range_start=obj["range_start"], range_end=obj["range_end"], first_offset=obj["first_offset"],
+        last_offset=obj["last_offset"], etag=etag, version_id=version_id, size_bytes=size_bytes,
+        record_count=record_count, side_files=side_files,
+        keys_key=next((s.key for s in side_files if s.view == "keys"), None),
+        headers_key=next((s.key for s in side_files if s.view == "headers"), None),
+        min_timestamp=None if min_timestamp_ms is None else _from_ms(min_timestamp_ms),
+        max_timestamp=None if max_timestamp_ms is None else _from_ms(max_timestamp_ms))
+
+
+def erasing_row(obj: Mapping[str, Any], note: str) -> ManifestRow:
+    """The intent row of an erase of object row ``obj`` (its identity: key and ETag) whose rewrite is staged:
+    ``note`` is the staged writes as JSON (:mod:`lakesink.driver.erase`). A note, never read as an object."""
+    return dataclasses.replace(expired_row(obj, note), kind=ERASING)
 
 
 def tombstone_identity(row: Mapping[str, Any]) -> tuple:

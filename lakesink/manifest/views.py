@@ -19,10 +19,15 @@ share one manifest, and :data:`MANIFEST` as registered holds the config's job's 
   object spans, so the offset proof leaves them out. ``deadletter`` rows (records sent to
   ``errors.deadletterqueue.topic.name``) are notes on offsets inside those ranges, not ranges of their own: query
   them as ``manifest WHERE kind = 'deadletter'``.
-* ``erasures``: one row per ``lakesink expire`` run (``action`` = ``expired``): the job, its criterion
-  (``predicate``: the age limit and the cut-off time), run id, commit time, how many objects and records it removed,
-  the topics and the smallest and largest offset. Expired objects leave the ``objects`` view; their offsets are
-  ``gaps`` rows of kind ``expired`` (reason ``expired: ...``), so the offset proof still sums.
+* ``erasures``: one row per ``lakesink expire`` run (``action`` = ``expired``) and per ``lakesink erase`` run
+  (``action`` = ``erased``): the job, its criterion (``predicate``: the age limit and the cut-off time, or the
+  erase's ``--where``), run id, commit time, how many objects it removed (expire) or rewrote (erase) and how many
+  records it removed, the topics and the smallest and largest offset. Expired objects leave the ``objects`` view;
+  their offsets are ``gaps`` rows of kind ``expired`` (reason ``expired: ...``), so the offset proof still sums.
+  An erased object stays in ``objects`` (rewritten, same key and span, fewer records); its erased offsets are
+  ``gaps`` rows of kind ``erased`` (``offsets`` = how many; reason ``erased N records at offsets ... where ...``),
+  notes inside the object's span like ``filtered`` rows, so the offset proof leaves them out too. ``erasing``
+  rows (an erase's intent) are in no view.
 * ``lag``: committed offsets against the broker's end offsets, in records and (bounded above) in time.
 * ``metrics``: one row per committed sink batch (records read and archived, bytes, objects, partitions, phase
   seconds): the metrics table next to the manifest (:mod:`lakesink.manifest.metrics`), registered as is.
@@ -56,7 +61,7 @@ GROUP BY job, topic, kafka_partition
 #: The condition on a manifest row aliased ``m`` that it is an object no tombstone (an ``expired`` row of the same job,
 #: topic, partition, key and ETag) supersedes: the SQL form of :func:`lakesink.manifest.rows.live_objects`.
 LIVE_OBJECT = f"""m.kind = 'object' AND NOT EXISTS (
-  SELECT 1 FROM {MANIFEST} t WHERE t.kind IN ('expired') AND t.job = m.job AND t.topic = m.topic
+  SELECT 1 FROM {MANIFEST} t WHERE t.kind IN ('expired', 'erased') AND t.job = m.job AND t.topic = m.topic
     AND t.kafka_partition = m.kafka_partition AND t.object_key = m.object_key
     AND coalesce(t.etag, '') = coalesce(m.etag, ''))"""
 
@@ -69,14 +74,21 @@ FROM {MANIFEST} m
 WHERE {LIVE_OBJECT}
 """
 
-# One row per expire (later erase) run: its criterion is the rows' note after "<kind>: ".
+# One row per expire or erase run: its criterion is an expired row's note after "expired: ", an erased row's
+# after " where " (its offsets come before it: lakesink.manifest.rows.erase_note).
 ERASURES = f"""
-SELECT job, kind AS action, substring(note, length(kind) + 3) AS predicate, run_id,
+WITH marked AS (
+  SELECT job, kind, run_id, committed_at, record_count, topic, first_offset, last_offset,
+         CASE WHEN kind = 'erased' THEN substring(note, instr(note, ' where ') + 7)
+              ELSE substring(note, length(kind) + 3) END AS predicate
+  FROM {MANIFEST}
+  WHERE kind IN ('expired', 'erased')
+)
+SELECT job, kind AS action, predicate, run_id,
        min(committed_at) AS committed_at, count(*) AS objects, sum(record_count) AS records,
        sort_array(collect_set(topic)) AS topics, min(first_offset) AS min_offset, max(last_offset) AS max_offset
-FROM {MANIFEST}
-WHERE kind IN ('expired')
-GROUP BY job, kind, note, run_id
+FROM marked
+GROUP BY job, kind, predicate, run_id
 """
 
 SCHEMA_HISTORY = f"""
@@ -114,9 +126,9 @@ tail_holes AS (
   HAVING max(last_offset) < max(range_end)
 )
 SELECT job, topic, kafka_partition, range_start AS start_offset, range_end AS end_offset,
-       CASE WHEN kind = 'filtered' THEN record_count ELSE range_end - range_start + 1 END AS offsets,
+       CASE WHEN kind IN ('filtered', 'erased') THEN record_count ELSE range_end - range_start + 1 END AS offsets,
        kind, coalesce(note, kind) AS reason, batch_id, committed_at
-FROM {MANIFEST} WHERE kind NOT IN ('object', 'deadletter')
+FROM {MANIFEST} WHERE kind NOT IN ('object', 'deadletter', 'erasing')
 UNION ALL
 SELECT job, topic, kafka_partition, start_offset, end_offset, end_offset - start_offset + 1 AS offsets,
        'unarchived' AS kind, '{UNARCHIVED_REASON}' AS reason, batch_id, committed_at

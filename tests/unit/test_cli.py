@@ -162,8 +162,10 @@ def _subcommands() -> list[list[str]]:
 
 
 def test_every_subcommand_is_listed():
-    assert _subcommands() == [["sink"], ["vacuum"], ["restore"], ["manifest"], ["manifest", "import"], ["manifest", "handover"], ["check"], ["demo"], ["dev"], ["dev", "up"], ["dev", "down"],
-                              ["dev", "status"], ["schema"], ["schema", "history"], ["schema", "check"], ["sql"], ["status"], ["validate"], ["verify"], ["setup"], ["expire"]]
+    assert _subcommands() == [["sink"], ["vacuum"], ["restore"], ["manifest"], ["manifest", "import"],
+                              ["manifest", "handover"], ["check"], ["demo"], ["dev"], ["dev", "up"], ["dev", "down"],
+                              ["dev", "status"], ["schema"], ["schema", "history"], ["schema", "check"], ["sql"],
+                              ["status"], ["validate"], ["verify"], ["setup"], ["expire"], ["erase"]]
 
 
 @pytest.mark.parametrize("cmd", _subcommands(), ids=" ".join)
