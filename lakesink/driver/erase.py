@@ -237,6 +237,11 @@ def _match(reader, con, row: Mapping[str, Any], predicate: str, query: str, wher
         raise ArchiveQueryError(f"--where {where!r}: {error_line(e)}") from None
     if not hits:
         return checked
+    if obj.value_omitted:  # a rewrite would have to keep the file's no-value-object shape: not built
+        raise InvalidArgumentError(
+            f"--where {where!r} matches {len(hits)} tombstone(s) in {row.get('object_key')}, a file of tombstones only "
+            f"(behavior.on.null.values=write, no value object): erasing tombstones is not supported yet; narrow the "
+            f"predicate (e.g. add AND value_bytes IS NOT NULL); nothing was changed")
     offsets = batch.column(2).to_pylist()
     gone = set(hits)
     ts = batch.column(3).cast(pa.int64()).to_pylist()

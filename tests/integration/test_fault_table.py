@@ -418,6 +418,21 @@ covered_by("F111", "tests/integration/test_migration.py::"
 covered_by("F112", "tests/unit/test_translate_migration.py::"
                    "test_parse_start_offsets")
 
+covered_by("F113", "tests/integration/test_erase.py::"
+                   "test_a_bad_predicate_is_one_line_with_exit_2")
+covered_by("F114", "tests/integration/test_erase.py::"
+                   "test_a_bad_predicate_is_one_line_with_exit_2")
+covered_by("F115", "tests/integration/test_erase.py::"
+                   "test_a_bad_predicate_is_one_line_with_exit_2")
+covered_by("F116", "tests/integration/test_erase.py::"
+                   "test_sigkill_at_every_point_of_an_erase_then_a_rerun_finishes_it")
+covered_by("F117", "tests/integration/test_erase.py::"
+                   "test_a_sink_committing_between_plan_and_commit_is_not_damaged")
+covered_by("F118", "tests/integration/test_erase.py::"
+                   "test_verify_names_an_erased_offset_an_object_still_holds")
+covered_by("F119", "tests/unit/test_archive_partitions.py::"
+                   "test_an_erase_matching_tombstones_is_refused_in_one_line")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:

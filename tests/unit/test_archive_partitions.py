@@ -149,3 +149,25 @@ def test_tombstones_written_as_keys_headers_and_metadata_only_and_read_back(tmp_
     got = sorted((rec.offset, rec.key, rec.value is None, rec.headers)
                  for r in rows for rec in reader.records(ArchivedObject.from_row(r)))
     assert got == [(10 + i, b"k%d" % i, v is None, [("h", b"%d" % i)]) for i, v in enumerate(vals)]
+
+
+def test_an_erase_matching_tombstones_is_refused_in_one_line(tmp_path):
+    """``lakesink erase`` rewrites value objects; a file of tombstones has none: a predicate that matches one is
+    refused, naming it, and nothing changes (a predicate matching only other records still works)."""
+    from lakesink.driver.erase import erase
+    from lakesink.errors import InvalidArgumentError
+    from lakesink.manifest.deltars import DeltaRsManifest
+
+    cfg = config(tmp_path, **{"partitioner.class": "DefaultPartitioner", "behavior.on.null.values": "write"})
+    results = run(cfg, values(20), 7)
+    results.pop()
+    m = DeltaRsManifest(cfg.manifest_location)
+    m.ensure()
+    m.commit("j", 0, "r", [r.row for r in results])
+    before = m.arrow(job="j").num_rows
+    with pytest.raises(InvalidArgumentError, match=r"matches 1 tombstone\(s\) in topics/t/tombstone/t\+3\+\d+\.json, "
+                                                   r"a file of tombstones only .* not supported yet"):
+        erase(cfg, "key = 'k3'", execute=True)  # values(20)[3] is a tombstone
+    assert m.arrow(job="j").num_rows == before
+    plan = erase(cfg, "key = 'k4'")  # a record with a value: the dry run plans it
+    assert plan.records == 1
