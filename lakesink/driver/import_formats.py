@@ -94,7 +94,7 @@ def aiven_key_pattern(prefix: str, template: str) -> tuple[str, "re.Pattern[str]
     out, seen, pos = [], set(), 0
     for m in re.finditer(r"\{\{\s*(\w+)\s*(?::\s*([^}]*?))?\s*\}\}", full):
         out.append(re.escape(full[pos:m.start()]))
-        var, _arg = m.group(1).lower(), m.group(2)
+        var = m.group(1).lower()
         if var == "topic":
             out.append("(?P=topic)" if "topic" in seen else f"(?P<topic>{_TOPIC})")
         elif var == "partition":
