@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from lakesink.errors import FencedError, ManifestError
@@ -175,41 +176,76 @@ class DeltaRsManifest:
     def snapshot(self, job: str) -> ManifestSnapshot:
         """Next offsets and last batch id of ``job``, from one table version.
 
-        Incremental: only data files not folded into an earlier snapshot of this object are read. The table is
-        append-only and the fold keeps maxima, so files seen before (even if an OPTIMIZE rewrote them since)
-        never change the answer; a long-running ``--continuous`` job thus reads each manifest file once instead
-        of scanning the whole table every batch (the full scan's cost and native memory grew with the table)."""
-        import pyarrow.compute as pc
-        import pyarrow.dataset as pads
+        Incremental: only data files not folded into an earlier snapshot of this object are considered. The
+        table is append-only and the fold keeps maxima, so files seen before (even if an OPTIMIZE rewrote them
+        since) never change the answer; a long-running ``--continuous`` job thus looks at each manifest file once.
 
+        Pruned by the log's per-file statistics (``min``/``max`` of ``job``, ``kafka_partition``, ``range_end``,
+        ``batch_id``, which delta-rs and delta-spark write for the manifest's first 32 columns), so a cold
+        process reads a handful of files, not all of them (a long-running job's table holds one small file per
+        topic per batch): a file of other jobs only is skipped; a file of ``job`` only gives its batch id from
+        its statistics, and is read only if one of its partitions may still get a larger ``range_end`` from it
+        (newest files first, so the older ones are covered). A file without statistics is read."""
         import pyarrow as pa
 
         state = self._folds.setdefault(job, _Fold())
-        cols = ["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"]
         try:
             table = self._table()
-            if self._dataset is None:
-                # one dataset for its filesystem, format and schema: building a dataset per batch costs native
-                # memory that is never returned (every fragment carries its file's statistics as an expression)
-                self._dataset = table.to_pyarrow_dataset()
             adds = pa.table(table.get_add_actions(flatten=True))
-            paths, topics = adds.column("path").to_pylist(), adds.column("partition.topic").to_pylist()
-            fresh = [(p, t) for p, t in zip(paths, topics) if p not in state.files]
-            if fresh:
-                ds = self._dataset
-                frags = [ds.format.make_fragment(p, ds.filesystem, partition_expression=pc.field("topic") == t)
-                         for p, t in fresh]
-                sub = pads.FileSystemDataset(frags, ds.schema, ds.format, ds.filesystem)
-                # no scan threads: see arrow()
-                t = sub.to_table(columns=cols, filter=pc.field("job") == job, use_threads=False)
-                state.fold(t.to_pydict())
-                state.files.update(p for p, _ in fresh)
+            must, candidates = _plan_files(adds, job, state.files)
+            if must:
+                self._read_fold(table, job, state, must)
+            for f in candidates:
+                state.last = max(state.last, f.max_batch)
+            pending = sorted(candidates, key=lambda f: -f.max_end)
+            while pending:
+                # per topic, the newest file not yet covered: read together, then re-check the rest
+                todo, rest, topics = [], [], set()
+                for f in pending:
+                    if state.covers(f):
+                        state.files.add(f.path)
+                    elif f.topic in topics:
+                        rest.append(f)
+                    else:
+                        topics.add(f.topic)
+                        todo.append(f)
+                if todo:
+                    self._read_fold(table, job, state, [(f.path, f.topic) for f in todo])
+                pending = rest
         except ManifestError:
             raise
         except Exception as e:  # noqa: BLE001
             raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
         parts = {k: PartitionState(k[0], k[1], end + 1, cluster, tid) for k, (end, cluster, tid) in state.best.items()}
         return ManifestSnapshot(parts, state.last)
+
+    def _read_fold(self, table: Any, job: str, state: "_Fold", files: list[tuple[str, str]]) -> None:
+        """Read ``job``'s rows of ``files`` ((path, topic) pairs) into ``state``."""
+        import pyarrow.compute as pc
+        import pyarrow.dataset as pads
+        import pyarrow.fs as pa_fs
+        from deltalake.fs import DeltaStorageHandler
+
+        if self._dataset is None:
+            # one filesystem and format for this object's life (a dataset per batch costs native memory that is
+            # never returned); not table.to_pyarrow_dataset(): it builds a statistics expression for every file
+            # of the table (seconds at thousands of files) where we read a few
+            fs = pa_fs.PyFileSystem(DeltaStorageHandler.from_table(table._table, table._storage_options,
+                                                                   table._table.get_add_file_sizes()))
+            fmt = pads.ParquetFileFormat(
+                default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=True))
+            self._dataset = (fs, fmt)
+        fs, fmt = self._dataset
+        import pyarrow as pa
+
+        full = arrow_schema()
+        schema = pa.schema([full.field(c) for c in _SNAPSHOT_COLUMNS + ["job"]])
+        frags = [fmt.make_fragment(p, fs, partition_expression=pc.field("topic") == t) for p, t in files]
+        sub = pads.FileSystemDataset(frags, schema, fmt, fs)
+        # no scan threads: see arrow()
+        t = sub.to_table(columns=_SNAPSHOT_COLUMNS, filter=pc.field("job") == job, use_threads=False)
+        state.fold(t.to_pydict())
+        state.files.update(p for p, _ in files)
 
     def committed_keys(self, job: str | None = None) -> set[str]:
         """Every object key (value and side files) the manifest references."""
@@ -340,6 +376,53 @@ class DeltaRsManifest:
         """Nothing to pre-resolve: a delta-rs commit reads the transaction ids from the log it loads."""
 
 
+#: What a snapshot reads of a data file (with ``job``, its filter).
+_SNAPSHOT_COLUMNS = ["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"]
+
+
+@dataclass(frozen=True)
+class _FileStats:
+    """A data file holding only one job's rows, with the statistics the snapshot needs."""
+
+    path: str
+    topic: str
+    min_part: int
+    max_part: int
+    max_end: int
+    max_batch: int
+
+
+def _plan_files(adds: "pa.Table", job: str, seen: set[str]) -> tuple[list[tuple[str, str]], list[_FileStats]]:
+    """The data files of ``adds`` (``get_add_actions(flatten=True)``) not in ``seen``, split by their statistics:
+    files to read ((path, topic)) and files of ``job`` only that may be skipped (:class:`_FileStats`). Files of
+    other jobs only are added to ``seen`` (string statistics may be truncated prefixes, but min <= value <=
+    max holds for them too: delta-spark widens a truncated max)."""
+    names = set(adds.column_names)
+    need = ["min.job", "max.job", "min.kafka_partition", "max.kafka_partition", "max.range_end", "max.batch_id",
+            "null_count.range_end", "num_records"]
+
+    def col(name: str) -> list:
+        return adds.column(name).to_pylist() if name in names else [None] * adds.num_rows
+
+    paths, topics = col("path"), col("partition.topic")
+    stats = {n: col(n) for n in need}
+    must: list[tuple[str, str]] = []
+    skip: list[_FileStats] = []
+    for i, (path, topic) in enumerate(zip(paths, topics)):
+        if path in seen:
+            continue
+        lo, hi = stats["min.job"][i], stats["max.job"][i]
+        if lo is not None and hi is not None and not lo <= job <= hi:
+            seen.add(path)
+            continue
+        vals = [stats[n][i] for n in need[2:6]]
+        if lo == hi == job and None not in vals and stats["null_count.range_end"][i] == 0 and topic is not None:
+            skip.append(_FileStats(path, topic, *vals))
+        else:
+            must.append((path, topic))
+    return must, skip
+
+
 class _Fold:
     """A job's snapshot folded over the data files read so far (see :meth:`DeltaRsManifest.snapshot`)."""
 
@@ -347,6 +430,18 @@ class _Fold:
         self.files: set[str] = set()
         self.best: dict[tuple[str, int], tuple[int, Any, Any]] = {}
         self.last = -1
+
+    def covers(self, f: _FileStats) -> bool:
+        """Whether no row of ``f`` can raise a partition's best ``range_end`` (every partition ``f`` may hold
+        has one at least ``f``'s largest)."""
+        if f.max_part - f.min_part > 4096:
+            return False
+        best = self.best
+        for part in range(f.min_part, f.max_part + 1):
+            cur = best.get((f.topic, part))
+            if cur is None or cur[0] < f.max_end:
+                return False
+        return True
 
     def fold(self, cols: dict[str, list]) -> None:
         best = self.best
