@@ -39,11 +39,23 @@ log = logging.getLogger("lakesink.manifest")
 
 #: Commits lost to concurrent writers of *other* batches (another job sharing the manifest) are retried this often.
 COMMIT_ATTEMPTS = 20
+#: A checkpoint every this many commits (``delta.checkpointInterval``, set when the table is created; delta-rs's
+#: commit writes it, and then deletes the log entries older than ``delta.logRetentionDuration`` (30 days) that no
+#: time travel within that retention needs): a reader loads a checkpoint plus fewer JSON commits than this.
+CHECKPOINT_INTERVAL = 100
 #: How long a commit keeps retrying transient store failures (throttling, dropped connections, lost responses).
 COMMIT_DEADLINE_S = 120.0
 # delta-rs / object_store errors worth retrying: the request may or may not have been applied
 TRANSIENT = re.compile(r"connection reset|connection closed|broken pipe|timed out|error sending request|"
                        r"incomplete message|SlowDown|Service Unavailable|\b50[0-4]\b", re.I)
+
+
+def _hooks() -> Any:
+    """After a commit: a checkpoint when the version reaches ``delta.checkpointInterval`` (100 on a table created
+    without it), and expired log cleanup as the table's ``delta.enableExpiredLogCleanup`` says (default on)."""
+    from deltalake import PostCommitHookProperties
+
+    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=None)
 
 
 def table_uri(location: str) -> str:
@@ -125,7 +137,8 @@ class DeltaRsManifest:
                 return
             try:
                 DeltaTable.create(self.uri, arrow_schema(comments=True), mode="ignore", partition_by=["topic"],
-                                  configuration={"delta.appendOnly": "true"},
+                                  configuration={"delta.appendOnly": "true",
+                                                 "delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
                                   storage_options=self.storage_options or None)
                 return
             except Exception as e:  # noqa: BLE001 - a racing creator won version 0
@@ -304,7 +317,7 @@ class DeltaRsManifest:
                 props = CommitProperties(
                     custom_metadata={"userMetadata": tag}, max_commit_retries=0,
                     app_transactions=[Transaction(job, batch_id, int(time.time() * 1000))])
-                write_deltalake(table, data, mode="append", commit_properties=props,
+                write_deltalake(table, data, mode="append", commit_properties=props, post_commithook_properties=_hooks(),
                                 storage_options=self.storage_options or None)
                 return len(rows)
             except CommitFailedError as e:  # another writer took this table version: check again on the next
@@ -356,7 +369,7 @@ class DeltaRsManifest:
             props = CommitProperties(custom_metadata={"userMetadata": tag}, max_commit_retries=0,
                                      app_transactions=[Transaction(app, seq, int(time.time() * 1000))])
             try:
-                write_deltalake(table, data, mode="append", commit_properties=props,
+                write_deltalake(table, data, mode="append", commit_properties=props, post_commithook_properties=_hooks(),
                                 storage_options=self.storage_options or None)
                 return rows
             except CommitFailedError as e:
@@ -461,4 +474,4 @@ def _arrow_row(r: ManifestRow) -> dict[str, Any]:
     return out
 
 
-__all__ = ["DeltaRsManifest", "arrow_schema", "table_uri", "COMMIT_ATTEMPTS"]
+__all__ = ["DeltaRsManifest", "arrow_schema", "table_uri", "CHECKPOINT_INTERVAL", "COMMIT_ATTEMPTS"]
