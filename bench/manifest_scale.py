@@ -1,10 +1,10 @@
 """A path manifest of 100,000 object rows on delta-rs: how long the sink's plan and commit of one batch take.
 
-    .venv/bin/python bench/manifest_scale.py [--commits 1000] [--rows-per-commit 100] [--batch-rows 10]
-                                             [--repeat 5] [--no-s3] [--out bench/results/manifest.md]
+    .venv/bin/python bench/manifest_scale.py [--rows 100000] [--commits 1000] [--s3-commits 200] [--batch-rows 10]
+                                             [--repeat 5] [--no-s3] [--work DIR] [--out bench/results/manifest.md]
 
-Builds the table once per destination the way a long-running job does: ``--commits`` real
-``DeltaRsManifest.commit`` calls of ``--rows-per-commit`` object rows each (one job, 8 topics x 4 partitions,
+Builds the table once per destination the way a long-running job does: ``--rows`` object rows in ``--commits``
+real ``DeltaRsManifest.commit`` calls (``--s3-commits`` on S3, where moto takes ~1 s a commit) (one job, 8 topics x 4 partitions,
 every row with a metadata side file), into a temp dir on the local filesystem and into a bucket of a moto S3
 endpoint in its own process (``lakesink.devstack.s3``; ``--no-s3`` skips it). Then, ``--repeat`` times each
 (median printed), on that table:
@@ -140,17 +140,20 @@ def log(msg: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--commits", type=int, default=1000)
-    ap.add_argument("--rows-per-commit", type=int, default=100)
+    ap.add_argument("--s3-commits", type=int, default=200)
+    ap.add_argument("--work", type=Path, default=None, help="build the tables here and keep them")
     ap.add_argument("--batch-rows", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-s3", action="store_true")
     ap.add_argument("--out", type=Path, default=None, help="append the results table (markdown) to this file")
     a = ap.parse_args(argv)
 
-    work = Path(tempfile.mkdtemp(prefix="lakesink-manifest-scale-"))
+    work = a.work or Path(tempfile.mkdtemp(prefix="lakesink-manifest-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
-    dests: list[tuple[str, str, object]] = [("local", str(work / "manifest"), None)]
+    dests: list[tuple[str, str, object, int]] = [("local", str(work / "manifest"), None, a.commits)]
     s3ep = None
     if not a.no_s3:
         from lakesink.devstack.s3 import S3Endpoint
@@ -158,32 +161,34 @@ def main(argv: list[str] | None = None) -> int:
         s3ep = S3Endpoint()
         s3ep.spawn(work / "s3.log")  # moto in its own process
         s3ep.create_bucket("bench")
-        dests.append(("S3 (moto)", "s3a://bench/manifest", s3ep.s3_settings()))
+        dests.append(("S3 (moto)", "s3a://bench/manifest", s3ep.s3_settings(), a.s3_commits))
     results = []
     try:
-        for name, location, s3 in dests:
-            log(f"{name}: {a.commits} commits of {a.rows_per_commit} rows to {location}")
-            t_build, offsets = build(location, s3, a.commits, a.rows_per_commit)
+        for name, location, s3, commits in dests:
+            per_commit = a.rows // commits
+            log(f"{name}: {commits} commits of {per_commit} rows to {location}")
+            t_build, offsets = build(location, s3, commits, per_commit)
             from lakesink.manifest.deltars import DeltaRsManifest
 
             shape = log_shape(DeltaRsManifest(location, s3))
-            log(f"{name}: built in {t_build:.0f}s ({t_build / a.commits * 1000:.0f} ms/commit); {shape}")
+            log(f"{name}: built in {t_build:.0f}s ({t_build / commits * 1000:.0f} ms/commit); {shape}")
             times = measure(location, s3, offsets, a.repeat, a.batch_rows)
-            results.append((name, t_build, shape, {k: statistics.median(v) for k, v in times.items()}))
+            results.append((name, commits, per_commit, t_build, shape,
+                            {k: statistics.median(v) for k, v in times.items()}))
     finally:
         if s3ep is not None:
             s3ep.stop()
     load1 = os.getloadavg()
 
     cols = ["plan, cold", "plan, warm", "owners", "commit", "plan + commit"]
-    lines = [f"{a.commits * a.rows_per_commit:,} object rows in {a.commits} commits of {a.rows_per_commit}; "
+    lines = [f"{a.rows:,} object rows (8 topics x 4 partitions, one job); "
              f"a batch of {a.batch_rows} rows; median of {a.repeat}, seconds (target < {TARGET_S:.0f} s each). "
              f"load average {load0[0]:.1f} -> {load1[0]:.1f}; {platform.python_version()}, "
              f"deltalake {__import__('deltalake').__version__}",
-             "", "| table | build s/commit | log | " + " | ".join(cols) + " |",
-             "| --- | --- | --- | " + " | ".join("---" for _ in cols) + " |"]
-    for name, t_build, shape, med in results:
-        lines.append(f"| {name} | {t_build / a.commits:.3f} | {shape} | "
+             "", "| table | built as | build s/commit | log | " + " | ".join(cols) + " |",
+             "| --- | --- | --- | --- | " + " | ".join("---" for _ in cols) + " |"]
+    for name, commits, per_commit, t_build, shape, med in results:
+        lines.append(f"| {name} | {commits} commits of {per_commit} | {t_build / commits:.3f} | {shape} | "
                      + " | ".join(f"{med[c]:.3f}" for c in cols) + " |")
     text = "\n".join(lines)
     print(text)

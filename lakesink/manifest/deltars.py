@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
@@ -105,6 +106,8 @@ class DeltaRsManifest:
         self.uri = table_uri(location)
         self.storage_options = {**RETRY_OPTIONS, **s3.object_store_options()} if s3 is not None else {}
         self._folds: dict[str, _Fold] = {}
+        self._loaded: Any = None  # the DeltaTable snapshot() and commit() last used (see _latest)
+        self._lock = threading.Lock()
         self._dataset: Any = None
 
     def __repr__(self) -> str:  # storage options hold credentials: never shown
@@ -118,6 +121,25 @@ class DeltaRsManifest:
             return DeltaTable(self.uri, storage_options=self.storage_options or None)
         except Exception as e:  # noqa: BLE001 - TableNotFoundError, OSError from object_store, ...
             raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
+    def _latest(self):
+        """The table at its latest version: the one this object loaded before, brought up to date with the
+        commits since (delta-rs reads only those log entries), else a fresh load. A sink's plan and commit thus
+        load the log once per process, not once each (at thousands of data files a load is a large part of
+        either)."""
+        with self._lock:
+            if self._loaded is not None:
+                try:
+                    self._loaded.update_incremental()
+                    return self._loaded
+                except Exception:  # noqa: BLE001 - any doubt: load afresh
+                    self._loaded = None
+            self._loaded = self._table()
+            return self._loaded
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._loaded = None
 
     def exists(self) -> bool:
         """Whether the table exists yet (a job that never ran has none)."""
@@ -203,7 +225,7 @@ class DeltaRsManifest:
 
         state = self._folds.setdefault(job, _Fold())
         try:
-            table = self._table()
+            table = self._latest()
             adds = pa.table(table.get_add_actions(flatten=True))
             must, candidates = _plan_files(adds, job, state.files)
             if must:
@@ -306,7 +328,7 @@ class DeltaRsManifest:
         races = transient = 0
         while True:
             try:
-                table = self._table()
+                table = self._latest()
                 seen = table.transaction_version(job)
                 if seen is not None and seen >= batch_id:
                     if transient and self._committed(table, tag):
@@ -321,6 +343,7 @@ class DeltaRsManifest:
                                 storage_options=self.storage_options or None)
                 return len(rows)
             except CommitFailedError as e:  # another writer took this table version: check again on the next
+                self._forget()
                 races += 1
                 if races >= COMMIT_ATTEMPTS:
                     raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location}: lost "
@@ -329,11 +352,13 @@ class DeltaRsManifest:
                          batch_id, _first_line(e))
                 time.sleep(min(0.05 * races, 0.5))
             except (FencedError, ManifestError) as e:
+                self._forget()
                 if isinstance(e, FencedError) or not TRANSIENT.search(str(e)) or time.monotonic() > deadline:
                     raise
                 transient += 1
                 time.sleep(min(0.1 * 2 ** transient, 5.0))
             except Exception as e:  # noqa: BLE001
+                self._forget()  # a write that failed half-way: the next attempt loads the table afresh
                 if TRANSIENT.search(str(e)) and time.monotonic() < deadline:
                     transient += 1
                     log.info("manifest %s: commit of %s batch %d: %s; retrying", self.location, job, batch_id,

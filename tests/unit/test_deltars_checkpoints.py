@@ -120,3 +120,20 @@ def test_a_snapshot_still_reads_files_its_statistics_do_not_settle(manifest):
     assert {k: s.next_offset for k, s in snap.partitions.items()} == {("t", 0): 10, ("t", 1): 20, ("t", 3): 5,
                                                                        ("u", 0): 5}
     assert snap.last_batch_id == 2
+
+
+def test_a_plan_and_commit_load_the_table_once_and_still_see_other_writers(manifest, monkeypatch):
+    a, b = DeltaRsManifest(manifest.location), DeltaRsManifest(manifest.location)
+    loads = []
+    real = DeltaRsManifest._table
+    monkeypatch.setattr(DeltaRsManifest, "_table", lambda self: loads.append(self) or real(self))
+    for batch in range(3):  # a sink's loop: plan, commit
+        assert a.snapshot("j").next_batch_id == batch
+        commit(a, batch)
+    assert loads.count(a) == 1  # later plans and commits read only the new log entries
+    commit(b, 3)  # another run's commit, after a loaded the table
+    with pytest.raises(FencedError, match="manifest holds batch 3"):
+        commit(a, 3)  # a zombie of batch 3 on the loaded table: refused
+    assert a.snapshot("j").next_batch_id == 4
+    commit(a, 4)
+    assert state(manifest)[1:] == (4, 4)
