@@ -137,7 +137,7 @@ class DeltaRsManifest:
             self._loaded = self._table()
             return self._loaded
 
-    def _forget(self) -> None:
+    def _forget(self) -> None:  # after a failed commit: the next attempt loads the table afresh
         with self._lock:
             self._loaded = None
 
@@ -256,6 +256,7 @@ class DeltaRsManifest:
 
     def _read_fold(self, table: Any, job: str, state: "_Fold", files: list[tuple[str, str]]) -> None:
         """Read ``job``'s rows of ``files`` ((path, topic) pairs) into ``state``."""
+        import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.dataset as pads
         import pyarrow.fs as pa_fs
@@ -265,14 +266,11 @@ class DeltaRsManifest:
             # one filesystem and format for this object's life (a dataset per batch costs native memory that is
             # never returned); not table.to_pyarrow_dataset(): it builds a statistics expression for every file
             # of the table (seconds at thousands of files) where we read a few
-            fs = pa_fs.PyFileSystem(DeltaStorageHandler.from_table(table._table, table._storage_options,
-                                                                   table._table.get_add_file_sizes()))
+            fs = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, self.storage_options or None))
             fmt = pads.ParquetFileFormat(
                 default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=True))
             self._dataset = (fs, fmt)
         fs, fmt = self._dataset
-        import pyarrow as pa
-
         full = arrow_schema()
         schema = pa.schema([full.field(c) for c in _SNAPSHOT_COLUMNS + ["job"]])
         frags = [fmt.make_fragment(p, fs, partition_expression=pc.field("topic") == t) for p, t in files]
@@ -358,7 +356,7 @@ class DeltaRsManifest:
                 transient += 1
                 time.sleep(min(0.1 * 2 ** transient, 5.0))
             except Exception as e:  # noqa: BLE001
-                self._forget()  # a write that failed half-way: the next attempt loads the table afresh
+                self._forget()
                 if TRANSIENT.search(str(e)) and time.monotonic() < deadline:
                     transient += 1
                     log.info("manifest %s: commit of %s batch %d: %s; retrying", self.location, job, batch_id,
@@ -470,8 +468,7 @@ class _Fold:
         self.last = -1
 
     def covers(self, f: _FileStats) -> bool:
-        """Whether no row of ``f`` can raise a partition's best ``range_end`` (every partition ``f`` may hold
-        has one at least ``f``'s largest)."""
+        """Whether no row of ``f`` can raise a partition's best ``range_end``."""
         if f.max_part - f.min_part > 4096:
             return False
         best = self.best
