@@ -124,9 +124,8 @@ class DeltaRsManifest:
 
     def _latest(self):
         """The table at its latest version: the one this object loaded before, brought up to date with the
-        commits since (delta-rs reads only those log entries), else a fresh load. A sink's plan and commit thus
-        load the log once per process, not once each (at thousands of data files a load is a large part of
-        either)."""
+        commits since (delta-rs reads only those log entries), else a fresh load: a sink's plans and commits
+        load the log once per process (at thousands of data files a load is a large part of either)."""
         with self._lock:
             if self._loaded is not None:
                 try:
@@ -226,27 +225,28 @@ class DeltaRsManifest:
         state = self._folds.setdefault(job, _Fold())
         try:
             table = self._latest()
-            adds = pa.table(table.get_add_actions(flatten=True))
+            # through the Arrow stream, not pa.table(): see _query
+            adds = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
             must, candidates = _plan_files(adds, job, state.files)
-            if must:
-                self._read_fold(table, job, state, must)
-            for f in candidates:
+            self._read_fold(table, job, state, must)
+            by_topic: dict[str, list[_FileStats]] = {}
+            for f in sorted(candidates, key=lambda f: -f.max_end):
                 state.last = max(state.last, f.max_batch)
-            pending = sorted(candidates, key=lambda f: -f.max_end)
-            while pending:
-                # per topic, the newest file not yet covered: read together, then re-check the rest
-                todo, rest, topics = [], [], set()
-                for f in pending:
-                    if state.covers(f):
-                        state.files.add(f.path)
-                    elif f.topic in topics:
-                        rest.append(f)
+                by_topic.setdefault(f.topic, []).append(f)
+            at = dict.fromkeys(by_topic, 0)
+            while at:  # per topic, newest first: read the first file not covered, then go on from there
+                todo = []
+                for topic, i in list(at.items()):
+                    files = by_topic[topic]
+                    while i < len(files) and state.covers(files[i]):
+                        state.files.add(files[i].path)
+                        i += 1
+                    if i == len(files):
+                        del at[topic]
                     else:
-                        topics.add(f.topic)
-                        todo.append(f)
-                if todo:
-                    self._read_fold(table, job, state, [(f.path, f.topic) for f in todo])
-                pending = rest
+                        todo.append(files[i])
+                        at[topic] = i + 1
+                self._read_fold(table, job, state, [(f.path, f.topic) for f in todo])
         except ManifestError:
             raise
         except Exception as e:  # noqa: BLE001
@@ -256,6 +256,8 @@ class DeltaRsManifest:
 
     def _read_fold(self, table: Any, job: str, state: "_Fold", files: list[tuple[str, str]]) -> None:
         """Read ``job``'s rows of ``files`` ((path, topic) pairs) into ``state``."""
+        if not files:
+            return
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.dataset as pads
@@ -412,7 +414,6 @@ class DeltaRsManifest:
         """Nothing to pre-resolve: a delta-rs commit reads the transaction ids from the log it loads."""
 
 
-#: What a snapshot reads of a data file (with ``job``, its filter).
 _SNAPSHOT_COLUMNS = ["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"]
 
 
