@@ -14,6 +14,10 @@ delta-rs does not reject a repeated app-transaction version by itself, so :meth:
 checks ``transaction_version(job)`` on the version it writes on and commits with no automatic retry: a
 concurrent commit makes the write fail (``CommitFailedError``); the check then runs again on the new version,
 and either finds this batch committed by another run (:class:`~lakesink.errors.FencedError`) or retries.
+
+Size: about the ~500-line guide on purpose: the snapshot's file pruning by the log's statistics
+(:func:`_plan_files`, :class:`_Fold`) and the commit share one loaded table and its invariants (append-only,
+one job per commit, fencing on the app transaction), which read best in one place.
 """
 from __future__ import annotations
 
