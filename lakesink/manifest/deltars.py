@@ -14,6 +14,10 @@ delta-rs does not reject a repeated app-transaction version by itself, so :meth:
 checks ``transaction_version(job)`` on the version it writes on and commits with no automatic retry: a
 concurrent commit makes the write fail (``CommitFailedError``); the check then runs again on the new version,
 and either finds this batch committed by another run (:class:`~lakesink.errors.FencedError`) or retries.
+
+Size: about the ~500-line guide on purpose: the snapshot's file pruning by the log's statistics
+(:func:`_plan_files`, :class:`_Fold`) and the commit share one loaded table and its invariants (append-only,
+one job per commit, fencing on the app transaction), which read best in one place.
 """
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ import datetime as dt
 import json
 import logging
 import re
+import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from lakesink.errors import FencedError, ManifestError
@@ -38,11 +44,23 @@ log = logging.getLogger("lakesink.manifest")
 
 #: Commits lost to concurrent writers of *other* batches (another job sharing the manifest) are retried this often.
 COMMIT_ATTEMPTS = 20
+#: A checkpoint every this many commits (``delta.checkpointInterval``, set when the table is created; delta-rs's
+#: commit writes it, and then deletes the log entries older than ``delta.logRetentionDuration`` (30 days) that no
+#: time travel within that retention needs): a reader loads a checkpoint plus fewer JSON commits than this.
+CHECKPOINT_INTERVAL = 100
 #: How long a commit keeps retrying transient store failures (throttling, dropped connections, lost responses).
 COMMIT_DEADLINE_S = 120.0
 # delta-rs / object_store errors worth retrying: the request may or may not have been applied
 TRANSIENT = re.compile(r"connection reset|connection closed|broken pipe|timed out|error sending request|"
                        r"incomplete message|SlowDown|Service Unavailable|\b50[0-4]\b", re.I)
+
+
+def _hooks() -> Any:
+    """After a commit: a checkpoint when the version reaches ``delta.checkpointInterval`` (100 on a table created
+    without it), and expired log cleanup as the table's ``delta.enableExpiredLogCleanup`` says (default on)."""
+    from deltalake import PostCommitHookProperties
+
+    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=None)
 
 
 def table_uri(location: str) -> str:
@@ -92,6 +110,8 @@ class DeltaRsManifest:
         self.uri = table_uri(location)
         self.storage_options = {**RETRY_OPTIONS, **s3.object_store_options()} if s3 is not None else {}
         self._folds: dict[str, _Fold] = {}
+        self._loaded: Any = None  # the DeltaTable snapshot() and commit() last used (see _latest)
+        self._lock = threading.Lock()
         self._dataset: Any = None
 
     def __repr__(self) -> str:  # storage options hold credentials: never shown
@@ -105,6 +125,24 @@ class DeltaRsManifest:
             return DeltaTable(self.uri, storage_options=self.storage_options or None)
         except Exception as e:  # noqa: BLE001 - TableNotFoundError, OSError from object_store, ...
             raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
+
+    def _latest(self):
+        """The table at its latest version: the one this object loaded before, brought up to date with the
+        commits since (delta-rs reads only those log entries), else a fresh load: a sink's plans and commits
+        load the log once per process (at thousands of data files a load is a large part of either)."""
+        with self._lock:
+            if self._loaded is not None:
+                try:
+                    self._loaded.update_incremental()
+                    return self._loaded
+                except Exception:  # noqa: BLE001 - any doubt: load afresh
+                    self._loaded = None
+            self._loaded = self._table()
+            return self._loaded
+
+    def _forget(self) -> None:  # after a failed commit: the next attempt loads the table afresh
+        with self._lock:
+            self._loaded = None
 
     def exists(self) -> bool:
         """Whether the table exists yet (a job that never ran has none)."""
@@ -124,7 +162,8 @@ class DeltaRsManifest:
                 return
             try:
                 DeltaTable.create(self.uri, arrow_schema(comments=True), mode="ignore", partition_by=["topic"],
-                                  configuration={"delta.appendOnly": "true"},
+                                  configuration={"delta.appendOnly": "true",
+                                                 "delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
                                   storage_options=self.storage_options or None)
                 return
             except Exception as e:  # noqa: BLE001 - a racing creator won version 0
@@ -180,41 +219,77 @@ class DeltaRsManifest:
     def snapshot(self, job: str) -> ManifestSnapshot:
         """Next offsets and last batch id of ``job``, from one table version.
 
-        Incremental: only data files not folded into an earlier snapshot of this object are read. The table is
-        append-only and the fold keeps maxima, so files seen before (even if an OPTIMIZE rewrote them since)
-        never change the answer; a long-running ``--continuous`` job thus reads each manifest file once instead
-        of scanning the whole table every batch (the full scan's cost and native memory grew with the table)."""
-        import pyarrow.compute as pc
-        import pyarrow.dataset as pads
+        Incremental: only data files not folded into an earlier snapshot of this object are considered. The
+        table is append-only and the fold keeps maxima, so files seen before (even if an OPTIMIZE rewrote them
+        since) never change the answer; a long-running ``--continuous`` job thus looks at each manifest file once.
 
+        Pruned by the log's per-file statistics (``min``/``max`` of ``job``, ``kafka_partition``, ``range_end``,
+        ``batch_id``, which delta-rs and delta-spark write for the manifest's first 32 columns), so a cold
+        process reads a handful of files, not all of them (a long-running job's table holds one small file per
+        topic per batch): a file of other jobs only is skipped; a file of ``job`` only gives its batch id from
+        its statistics, and is read only if one of its partitions may still get a larger ``range_end`` from it
+        (newest files first, so the older ones are covered). A file without statistics is read."""
         import pyarrow as pa
 
         state = self._folds.setdefault(job, _Fold())
-        cols = ["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"]
         try:
-            table = self._table()
-            if self._dataset is None:
-                # one dataset for its filesystem, format and schema: building a dataset per batch costs native
-                # memory that is never returned (every fragment carries its file's statistics as an expression)
-                self._dataset = table.to_pyarrow_dataset()
-            adds = pa.table(table.get_add_actions(flatten=True))
-            paths, topics = adds.column("path").to_pylist(), adds.column("partition.topic").to_pylist()
-            fresh = [(p, t) for p, t in zip(paths, topics) if p not in state.files]
-            if fresh:
-                ds = self._dataset
-                frags = [ds.format.make_fragment(p, ds.filesystem, partition_expression=pc.field("topic") == t)
-                         for p, t in fresh]
-                sub = pads.FileSystemDataset(frags, ds.schema, ds.format, ds.filesystem)
-                # no scan threads: see arrow()
-                t = sub.to_table(columns=cols, filter=pc.field("job") == job, use_threads=False)
-                state.fold(t.to_pydict())
-                state.files.update(p for p, _ in fresh)
+            table = self._latest()
+            # through the Arrow stream, not pa.table(): see _query
+            adds = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+            must, candidates = _plan_files(adds, job, state.files)
+            self._read_fold(table, job, state, must)
+            by_topic: dict[str, list[_FileStats]] = {}
+            for f in sorted(candidates, key=lambda f: -f.max_end):
+                state.last = max(state.last, f.max_batch)
+                by_topic.setdefault(f.topic, []).append(f)
+            at = dict.fromkeys(by_topic, 0)
+            while at:  # per topic, newest first: read the first file not covered, then go on from there
+                todo = []
+                for topic, i in list(at.items()):
+                    files = by_topic[topic]
+                    while i < len(files) and state.covers(files[i]):
+                        state.files.add(files[i].path)
+                        i += 1
+                    if i == len(files):
+                        del at[topic]
+                    else:
+                        todo.append(files[i])
+                        at[topic] = i + 1
+                self._read_fold(table, job, state, [(f.path, f.topic) for f in todo])
         except ManifestError:
             raise
         except Exception as e:  # noqa: BLE001
             raise ManifestError(f"cannot read manifest {self.location}: {_first_line(e)}") from None
         parts = {k: PartitionState(k[0], k[1], end + 1, cluster, tid) for k, (end, cluster, tid) in state.best.items()}
         return ManifestSnapshot(parts, state.last)
+
+    def _read_fold(self, table: Any, job: str, state: "_Fold", files: list[tuple[str, str]]) -> None:
+        """Read ``job``'s rows of ``files`` ((path, topic) pairs) into ``state``."""
+        if not files:
+            return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.dataset as pads
+        import pyarrow.fs as pa_fs
+        from deltalake.fs import DeltaStorageHandler
+
+        if self._dataset is None:
+            # one filesystem and format for this object's life (a dataset per batch costs native memory that is
+            # never returned); not table.to_pyarrow_dataset(): it builds a statistics expression for every file
+            # of the table (seconds at thousands of files) where we read a few
+            fs = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, self.storage_options or None))
+            fmt = pads.ParquetFileFormat(
+                default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=True))
+            self._dataset = (fs, fmt)
+        fs, fmt = self._dataset
+        full = arrow_schema()
+        schema = pa.schema([full.field(c) for c in _SNAPSHOT_COLUMNS + ["job"]])
+        frags = [fmt.make_fragment(p, fs, partition_expression=pc.field("topic") == t) for p, t in files]
+        sub = pads.FileSystemDataset(frags, schema, fmt, fs)
+        # no scan threads: see arrow()
+        t = sub.to_table(columns=_SNAPSHOT_COLUMNS, filter=pc.field("job") == job, use_threads=False)
+        state.fold(t.to_pydict())
+        state.files.update(p for p, _ in files)
 
     def committed_keys(self, job: str | None = None) -> set[str]:
         """Every object key (value and side files) the manifest references."""
@@ -262,7 +337,7 @@ class DeltaRsManifest:
         races = transient = 0
         while True:
             try:
-                table = self._table()
+                table = self._latest()
                 seen = table.transaction_version(job)
                 if seen is not None and seen >= batch_id:
                     if transient and self._committed(table, tag):
@@ -273,10 +348,11 @@ class DeltaRsManifest:
                 props = CommitProperties(
                     custom_metadata={"userMetadata": tag}, max_commit_retries=0,
                     app_transactions=[Transaction(job, batch_id, int(time.time() * 1000))])
-                write_deltalake(table, data, mode="append", commit_properties=props,
+                write_deltalake(table, data, mode="append", commit_properties=props, post_commithook_properties=_hooks(),
                                 storage_options=self.storage_options or None)
                 return len(rows)
             except CommitFailedError as e:  # another writer took this table version: check again on the next
+                self._forget()
                 races += 1
                 if races >= COMMIT_ATTEMPTS:
                     raise ManifestError(f"commit of job {job!r} batch {batch_id} to {self.location}: lost "
@@ -285,11 +361,13 @@ class DeltaRsManifest:
                          batch_id, _first_line(e))
                 time.sleep(min(0.05 * races, 0.5))
             except (FencedError, ManifestError) as e:
+                self._forget()
                 if isinstance(e, FencedError) or not TRANSIENT.search(str(e)) or time.monotonic() > deadline:
                     raise
                 transient += 1
                 time.sleep(min(0.1 * 2 ** transient, 5.0))
             except Exception as e:  # noqa: BLE001
+                self._forget()
                 if TRANSIENT.search(str(e)) and time.monotonic() < deadline:
                     transient += 1
                     log.info("manifest %s: commit of %s batch %d: %s; retrying", self.location, job, batch_id,
@@ -325,7 +403,7 @@ class DeltaRsManifest:
             props = CommitProperties(custom_metadata={"userMetadata": tag}, max_commit_retries=0,
                                      app_transactions=[Transaction(app, seq, int(time.time() * 1000))])
             try:
-                write_deltalake(table, data, mode="append", commit_properties=props,
+                write_deltalake(table, data, mode="append", commit_properties=props, post_commithook_properties=_hooks(),
                                 storage_options=self.storage_options or None)
                 return rows
             except CommitFailedError as e:
@@ -345,6 +423,52 @@ class DeltaRsManifest:
         """Nothing to pre-resolve: a delta-rs commit reads the transaction ids from the log it loads."""
 
 
+_SNAPSHOT_COLUMNS = ["topic", "kafka_partition", "range_end", "kafka_cluster_id", "topic_id", "batch_id"]
+
+
+@dataclass(frozen=True)
+class _FileStats:
+    """A data file holding only one job's rows, with the statistics the snapshot needs."""
+
+    path: str
+    topic: str
+    min_part: int
+    max_part: int
+    max_end: int
+    max_batch: int
+
+
+def _plan_files(adds: "pa.Table", job: str, seen: set[str]) -> tuple[list[tuple[str, str]], list[_FileStats]]:
+    """The data files of ``adds`` (``get_add_actions(flatten=True)``) not in ``seen``, split by their statistics:
+    files to read ((path, topic)) and files of ``job`` only that may be skipped (:class:`_FileStats`). Files of
+    other jobs only are added to ``seen`` (string statistics may be truncated prefixes, but min <= value <=
+    max holds for them too: delta-spark widens a truncated max)."""
+    names = set(adds.column_names)
+    need = ["min.job", "max.job", "min.kafka_partition", "max.kafka_partition", "max.range_end", "max.batch_id",
+            "null_count.range_end", "num_records"]
+
+    def col(name: str) -> list:
+        return adds.column(name).to_pylist() if name in names else [None] * adds.num_rows
+
+    paths, topics = col("path"), col("partition.topic")
+    stats = {n: col(n) for n in need}
+    must: list[tuple[str, str]] = []
+    skip: list[_FileStats] = []
+    for i, (path, topic) in enumerate(zip(paths, topics)):
+        if path in seen:
+            continue
+        lo, hi = stats["min.job"][i], stats["max.job"][i]
+        if lo is not None and hi is not None and not lo <= job <= hi:
+            seen.add(path)
+            continue
+        vals = [stats[n][i] for n in need[2:6]]
+        if lo == hi == job and None not in vals and stats["null_count.range_end"][i] == 0 and topic is not None:
+            skip.append(_FileStats(path, topic, *vals))
+        else:
+            must.append((path, topic))
+    return must, skip
+
+
 class _Fold:
     """A job's snapshot folded over the data files read so far (see :meth:`DeltaRsManifest.snapshot`)."""
 
@@ -352,6 +476,17 @@ class _Fold:
         self.files: set[str] = set()
         self.best: dict[tuple[str, int], tuple[int, Any, Any]] = {}
         self.last = -1
+
+    def covers(self, f: _FileStats) -> bool:
+        """Whether no row of ``f`` can raise a partition's best ``range_end``."""
+        if f.max_part - f.min_part > 4096:
+            return False
+        best = self.best
+        for part in range(f.min_part, f.max_part + 1):
+            cur = best.get((f.topic, part))
+            if cur is None or cur[0] < f.max_end:
+                return False
+        return True
 
     def fold(self, cols: dict[str, list]) -> None:
         best = self.best
@@ -371,4 +506,4 @@ def _arrow_row(r: ManifestRow) -> dict[str, Any]:
     return out
 
 
-__all__ = ["DeltaRsManifest", "arrow_schema", "table_uri", "COMMIT_ATTEMPTS"]
+__all__ = ["DeltaRsManifest", "arrow_schema", "table_uri", "CHECKPOINT_INTERVAL", "COMMIT_ATTEMPTS"]
