@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from lakesink import plugins
-from lakesink.errors import InvalidArgumentError
+from lakesink.errors import ConfigError, InvalidArgumentError, ManifestError
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
@@ -336,6 +336,20 @@ def manifest(cfg: "SinkConfig", spark: Any = None):
     if spark is None:
         raise InvalidArgumentError(f"manifest {cfg.manifest_location!r} (engine spark) needs a Spark session")
     return Manifest(spark() if callable(spark) else spark, cfg.manifest_location)
+
+
+def path_manifest(cfg: "SinkConfig", command: str):
+    """The job's path manifest (delta-rs) for a driver ``command`` that rewrites it (``lakesink expire``,
+    ``lakesink erase``): ConfigError for a catalog table or ``manifest.engine=spark``, ManifestError when the table
+    does not exist yet."""
+    if cfg.manifest_engine != "delta-rs":
+        raise ConfigError(f"manifest {cfg.manifest_location!r}: lakesink {command} needs a path manifest (delta-rs "
+                          f"engine); a catalog table or manifest.engine=spark is not supported yet")
+    m = manifest(cfg)
+    if not m.exists():
+        raise ManifestError(f"no manifest table at {cfg.manifest_location}: job {cfg.name!r} has not committed "
+                            f"anything yet")
+    return m
 
 
 def spark_schedules_only(cfg: "SinkConfig") -> bool:

@@ -49,8 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lakesink import wiring
-from lakesink.errors import (ArchiveQueryError, ConfigError, InvalidArgumentError, ManifestError, ObjectChangedError,
-                             StoreError)
+from lakesink.errors import ArchiveQueryError, InvalidArgumentError, ObjectChangedError, StoreError
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest.rows import (ERASED, ERASING, REWRITTEN_NOTE, SideFile, erased_row, erasing_row, live_objects,
                                     offset_runs, rewritten_row, tombstone_identity)
@@ -98,17 +97,6 @@ class EraseReport:
         return sum(len(m.offsets) for m in self.matched)
 
 
-def _manifest(cfg):
-    manifest = wiring.manifest(cfg, None) if cfg.manifest_engine == "delta-rs" else None
-    if manifest is None:
-        raise ConfigError(f"manifest {cfg.manifest_location!r}: lakesink erase needs a path manifest (delta-rs "
-                          f"engine); a catalog table or manifest.engine=spark is not supported yet")
-    if not manifest.exists():
-        raise ManifestError(f"no manifest table at {cfg.manifest_location}: job {cfg.name!r} has not committed "
-                            f"anything yet")
-    return manifest
-
-
 def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
           hooks: Hooks = NO_HOOKS) -> EraseReport:
     """Find (and with ``execute`` erase) the records of ``cfg.name``'s archive that ``where`` selects (see the module
@@ -122,7 +110,7 @@ def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
         raise InvalidArgumentError("--where: a predicate over records is required (e.g. \"key = 'customer-42'\")")
     predicate = where_predicate(where, hint=RECORD_PREDICATE_HINT)  # refused before anything is read
     report = EraseReport(cfg.name, where.strip(), run_id or uuid.uuid4().hex)
-    manifest = _manifest(cfg)
+    manifest = wiring.path_manifest(cfg, "erase")
     parts = wiring.task_parts(cfg)
     reader = ObjectReader(parts)
 

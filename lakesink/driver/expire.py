@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lakesink import wiring
-from lakesink.errors import ConfigError, ManifestError
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest.queries import naive_utc
 from lakesink.manifest.rows import EXPIRED, expired_row, live_objects, tombstone_identity, value_omitted
@@ -109,13 +108,7 @@ def expire(cfg, older_than_s: float, older_than: str, execute: bool = False, now
     now = naive_utc(now) if now is not None else dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     cutoff = now - dt.timedelta(seconds=older_than_s)
     report = ExpireReport(cfg.name, older_than, cutoff, run_id or uuid.uuid4().hex)
-    manifest = wiring.manifest(cfg, None) if cfg.manifest_engine == "delta-rs" else None
-    if manifest is None:
-        raise ConfigError(f"manifest {cfg.manifest_location!r}: lakesink expire needs a path manifest (delta-rs "
-                          f"engine); a catalog table or manifest.engine=spark is not supported yet")
-    if not manifest.exists():
-        raise ManifestError(f"no manifest table at {cfg.manifest_location}: job {cfg.name!r} has not committed "
-                            f"anything yet")
+    manifest = wiring.path_manifest(cfg, "expire")
     store = open_store(wiring.store_settings(cfg))
 
     def read_rows() -> list[dict]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lakesink.objects.formats.avro_columns import read_long
+
 __all__ = ["MAGIC", "BlockCounts", "avro_blocks", "narrow", "spread_binary", "spread_headers"]
 
 MAGIC = b"Obj\x01"
@@ -25,20 +27,6 @@ class BlockCounts:
     skipped: int = 0
 
 
-def _long(data: bytes, p: int) -> tuple[int, int]:
-    """The zigzag varint at ``data[p:]`` and the position after it (IndexError past the end)."""
-    b = data[p]
-    p += 1
-    n = b & 0x7F
-    shift = 7
-    while b & 0x80:
-        b = data[p]
-        p += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-    return (n >> 1) ^ -(n & 1), p
-
-
 def avro_blocks(data: bytes) -> tuple[int, list[tuple[int, int, int]]] | None:
     """Where an Avro container's header ends and each block's ``(start, end, records)`` (``data[start:end]``: its
     count, size, datums and sync marker); None when ``data`` is not a well-formed container (the full read then
@@ -48,14 +36,14 @@ def avro_blocks(data: bytes) -> tuple[int, list[tuple[int, int, int]]] | None:
     try:
         p = len(MAGIC)
         while True:  # the metadata map: blocks of (key, value) pairs, a zero count ends it
-            count, p = _long(data, p)
+            count, p = read_long(data, p)
             if count == 0:
                 break
             if count < 0:
                 count = -count
-                _size, p = _long(data, p)
+                _size, p = read_long(data, p)
             for _ in range(2 * count):
-                n, p = _long(data, p)
+                n, p = read_long(data, p)
                 if n < 0:
                     return None
                 p += n
@@ -65,8 +53,8 @@ def avro_blocks(data: bytes) -> tuple[int, list[tuple[int, int, int]]] | None:
         blocks = []
         while p < len(data):
             start = p
-            count, p = _long(data, p)
-            size, p = _long(data, p)
+            count, p = read_long(data, p)
+            size, p = read_long(data, p)
             if count < 0 or size < 0 or data[p + size:p + size + SYNC] != sync:
                 return None
             p += size + SYNC

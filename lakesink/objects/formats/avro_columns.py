@@ -51,8 +51,8 @@ def _bytes_datums(data: bytes, count: int) -> list[bytes]:
     return out
 
 
-def _long_at(data: bytes, p: int) -> tuple[int, int]:
-    """The zigzag varint at ``data[p:]`` and the position after it."""
+def read_long(data: bytes, p: int) -> tuple[int, int]:
+    """The Avro long (zigzag varint) at ``data[p:]`` and the position after it (IndexError past the end)."""
     b = data[p]
     p += 1
     n = b & 0x7F
@@ -72,7 +72,7 @@ def _bytes_at(data: bytes, pos: int, end: int, what: str) -> tuple[bytes, int]:
         n = (b >> 1) ^ -(b & 1)
         pos += 1
     else:
-        n, pos = _long_at(data, pos)
+        n, pos = read_long(data, pos)
     if n < 0 or pos + n > end:
         raise ValueError(f"{what} length {n} past the block's end")
     return data[pos:pos + n], pos + n
@@ -118,12 +118,12 @@ def _headers_datums(data: bytes, count: int) -> tuple[list[int], list[bytes], li
     pos = 0
     for _ in range(count):
         while True:  # array blocks: a count (negative: followed by the block's byte size), items; 0 ends it
-            n, pos = _long_at(data, pos)
+            n, pos = read_long(data, pos)
             if n == 0:
                 break
             if n < 0:
                 n = -n
-                _size, pos = _long_at(data, pos)
+                _size, pos = read_long(data, pos)
             for _i in range(n):
                 k, pos = _bytes_at(data, pos, end, "header key")
                 kadd(k)
