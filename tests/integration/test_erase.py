@@ -21,7 +21,8 @@ from pathlib import Path
 
 import fastavro
 import pytest
-from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
+from support.archive_checks import (base_config, json_payloads, produce, run_cli, sql_rows, stored_versions,
+                                    write_config)
 
 import lakesink
 from lakesink import wiring
@@ -75,23 +76,6 @@ def archive(request, kafka, s3, tmp_path_factory):
     return _json_archive(kafka, s3, request.param == "versioned", tmp_path_factory.mktemp("erase"))
 
 
-def _stored(s3, bucket: str) -> dict[str, int]:
-    """Every data key (not the manifest's) with its number of stored versions (delete markers not counted)."""
-    out: dict[str, int] = {}
-    for page in s3.client().get_paginator("list_object_versions").paginate(Bucket=bucket):
-        for v in page.get("Versions", []):
-            if not v["Key"].startswith("_lakesink/"):
-                out[v["Key"]] = out.get(v["Key"], 0) + 1
-    return out
-
-
-def _sql(path: str, query: str) -> list[dict]:
-    rc, out = run_cli(["--format", "json", "sql", "--config", path, query])
-    assert rc == 0, out
-    doc = json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
-    return doc["rows"]
-
-
 def _records(cfg) -> dict[tuple[int, int], tuple]:
     """What restore and read_archive read: {(partition, offset): (key, value, headers)} of the live objects."""
     reader = ObjectReader(wiring.task_parts(cfg))
@@ -107,7 +91,7 @@ def _records(cfg) -> dict[tuple[int, int], tuple]:
 def test_erase_dry_run_execute_audit_and_time_travel(archive, s3, kafka):
     cfg = SinkConfig.from_dict(archive["raw"])
     path, bucket = archive["path"], archive["bucket"]
-    before_keys = _stored(s3, bucket)
+    before_keys = stored_versions(s3, bucket)
     before = _records(cfg)
     assert len(before) == RECORDS and len(before_keys) == 16  # 4 objects with keys, headers and metadata files
     where = "key = 'k3' OR value.id = 4 OR exists(headers, h -> h.key = 'i' AND h.value = '38')"
@@ -118,14 +102,14 @@ def test_erase_dry_run_execute_audit_and_time_travel(archive, s3, kafka):
     assert rc == 0, out
     assert "would erase 3 record(s) in 3 object(s) (40 record(s) in 4 object(s) scanned)" in out, out
     assert "dry run: nothing changed" in out
-    assert _stored(s3, bucket) == before_keys and _sql(path, "SELECT * FROM erasures") == []
+    assert stored_versions(s3, bucket) == before_keys and sql_rows(path, "SELECT * FROM erasures") == []
     manifest = wiring.manifest(cfg)
     old_version = manifest.version()
 
     rc, out = run_cli(["erase", "--config", path, "--where", where, "--execute"])
     assert rc == 0, out
     assert "erased 3 record(s) in 3 object(s)" in out and "3 object(s) rewritten and committed" in out, out
-    after = _stored(s3, bucket)
+    after = stored_versions(s3, bucket)
     assert set(after) == set(before_keys)  # the same keys: rewritten in place, nothing added or left over
     assert all(n == 1 for n in after.values())  # versioned: the superseded versions are deleted for good
 
@@ -134,18 +118,18 @@ def test_erase_dry_run_execute_audit_and_time_travel(archive, s3, kafka):
     assert set(got) == set(before) - gone
     assert all(got[k] == before[k] for k in got)
     # the audit: one erase, its predicate, 3 objects, 3 records; gaps name the erased offsets; the proof sums
-    (erasure,) = _sql(path, "SELECT * FROM erasures")
+    (erasure,) = sql_rows(path, "SELECT * FROM erasures")
     assert (erasure["action"], erasure["objects"], erasure["records"], erasure["predicate"]) == (
         "erased", 3, 3, where)
-    gaps = _sql(path, "SELECT kafka_partition, start_offset, end_offset, offsets, kind, reason FROM gaps "
+    gaps = sql_rows(path, "SELECT kafka_partition, start_offset, end_offset, offsets, kind, reason FROM gaps "
                       "ORDER BY 1, 2")
     assert [(g["kafka_partition"], g["start_offset"], g["end_offset"], g["offsets"], g["kind"]) for g in gaps] == [
         (0, 2, 2, 1, "erased"), (0, 19, 19, 1, "erased"), (1, 1, 1, 1, "erased")]
     assert gaps[0]["reason"] == f"erased 1 record at offsets 2 where {where}"
-    objects = _sql(path, "SELECT kafka_partition, first_offset, last_offset, record_count FROM objects ORDER BY 1, 2")
+    objects = sql_rows(path, "SELECT kafka_partition, first_offset, last_offset, record_count FROM objects ORDER BY 1, 2")
     assert [(o["kafka_partition"], o["first_offset"], o["last_offset"], o["record_count"]) for o in objects] == [
         (0, 0, 9, 9), (0, 10, 19, 9), (1, 0, 9, 9), (1, 10, 19, 10)]
-    assert [(p["expected"], p["accounted"]) for p in _sql(path, PROOF)] == [(20, 20), (20, 20)]
+    assert [(p["expected"], p["accounted"]) for p in sql_rows(path, PROOF)] == [(20, 20), (20, 20)]
 
     from lakesink.runners.local import LocalRunner
 
@@ -184,7 +168,7 @@ def test_erase_dry_run_execute_audit_and_time_travel(archive, s3, kafka):
     # a second run finds nothing more and changes nothing
     rc, out = run_cli(["erase", "--config", path, "--where", where, "--execute"])
     assert rc == 0 and "erased 0 record(s) in 0 object(s)" in out, out
-    assert _stored(s3, bucket) == after and len(_sql(path, "SELECT * FROM erasures")) == 1
+    assert stored_versions(s3, bucket) == after and len(sql_rows(path, "SELECT * FROM erasures")) == 1
 
 
 def test_a_bad_predicate_is_one_line_with_exit_2(archive):
@@ -325,14 +309,14 @@ def test_sigkill_at_every_point_of_an_erase_then_a_rerun_finishes_it(kafka, s3, 
     object gets an ETag-mismatch error (never the erased records), until the rerun commits it."""
     a = _json_archive(kafka, s3, versioned, tmp_path)
     cfg, path, bucket = SinkConfig.from_dict(a["raw"]), a["path"], a["bucket"]
-    before, keys = _records(cfg), set(_stored(s3, bucket))
+    before, keys = _records(cfg), set(stored_versions(s3, bucket))
     where = "key IN ('k3', 'k4')"  # partition 1 offset 1, partition 0 offset 2
     gone = {(1, 1), (0, 2)}
     # (a kill while a commit is in flight is expire's test: both commit through the same commit_notes)
     for fault in ("after_stage", "after_intent", "after_replace", "after_commit"):
         rc, out = run_cli([fault, path, where], CRASH_ENV, command=[sys.executable, str(HERE / "erase_job.py")])
         assert rc == -signal.SIGKILL, f"{fault}: not killed (rc {rc}):\n{out[-2000:]}"
-        assert set(_stored(s3, bucket)) == keys  # the same keys: nothing lost, nothing added
+        assert set(stored_versions(s3, bucket)) == keys  # the same keys: nothing lost, nothing added
         if fault == "after_replace" and not versioned:
             with pytest.raises(StoreError, match="etag"):  # replaced, not yet committed: a clear error
                 _consistent(cfg)
@@ -344,9 +328,9 @@ def test_sigkill_at_every_point_of_an_erase_then_a_rerun_finishes_it(kafka, s3, 
     assert rc == 0, out
     got = _consistent(cfg)
     assert set(got) == set(before) - gone and all(got[k] == before[k] for k in got)
-    (erasure,) = _sql(path, "SELECT * FROM erasures")  # committed once, never twice
+    (erasure,) = sql_rows(path, "SELECT * FROM erasures")  # committed once, never twice
     assert (erasure["objects"], erasure["records"]) == (2, 2)
-    assert all(n == 1 for n in _stored(s3, bucket).values())  # versioned: old versions deleted by the rerun
+    assert all(n == 1 for n in stored_versions(s3, bucket).values())  # versioned: old versions deleted by the rerun
 
 
 class SinkBetween(Hooks):
@@ -372,9 +356,9 @@ def test_a_sink_committing_between_plan_and_commit_is_not_damaged(kafka, s3, tmp
     # the planned erase is done; the records the sink archived meanwhile (planned after: key k3 too) are intact
     assert set(got) == (set(before) - {(1, 1)}) | {(p, o) for p in (0, 1) for o in range(20, 30)}
     assert sum(1 for v in got.values() if v[0] == b"k3") == 20
-    offsets = _sql(path, "SELECT kafka_partition, next_offset FROM committed_offsets ORDER BY 1")
+    offsets = sql_rows(path, "SELECT kafka_partition, next_offset FROM committed_offsets ORDER BY 1")
     assert [(o["kafka_partition"], o["next_offset"]) for o in offsets] == [(0, 30), (1, 30)]
-    assert [(p["expected"], p["accounted"]) for p in _sql(path, PROOF)] == [(30, 30), (30, 30)]
+    assert [(p["expected"], p["accounted"]) for p in sql_rows(path, PROOF)] == [(30, 30), (30, 30)]
     # the sink resumes where it was: nothing new, nothing archived twice
     assert [r.records for r in lakesink.run(None, a["raw"], engine="local")] == [0]
     with pytest.raises(ArchiveQueryError):

@@ -8,7 +8,6 @@ object (the expired objects are superseded, not missing); the next run finishes 
 vacuum, the restore/read_archive selection and the offset proof all agree afterwards."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -17,7 +16,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.archive_checks import base_config, json_payloads, produce, run_cli, write_config
+from support.archive_checks import (base_config, json_payloads, produce, run_cli, sql_rows, stored_versions,
+                                    write_config)
 
 import lakesink
 from lakesink.config import SinkConfig
@@ -67,27 +67,10 @@ def archive(request, kafka, s3, tmp_path_factory):
             "path": write_config(tmp_path_factory.mktemp("expire"), raw)}
 
 
-def _stored(s3, bucket: str) -> dict[str, int]:
-    """Every data key (not the manifest's) with its number of stored versions (delete markers not counted)."""
-    out: dict[str, int] = {}
-    for page in s3.client().get_paginator("list_object_versions").paginate(Bucket=bucket):
-        for v in page.get("Versions", []):
-            if not v["Key"].startswith("_lakesink/"):
-                out[v["Key"]] = out.get(v["Key"], 0) + 1
-    return out
-
-
-def _sql(path: str, query: str) -> list[dict]:
-    rc, out = run_cli(["--format", "json", "sql", "--config", path, query])
-    assert rc == 0, out
-    doc = json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
-    return doc["rows"]
-
-
 def test_expire_dry_run_killed_run_and_rerun(archive, s3, tmp_path):
     cfg = SinkConfig.from_dict(archive["raw"])
     path, bucket = archive["path"], archive["bucket"]
-    before = _stored(s3, bucket)
+    before = stored_versions(s3, bucket)
     old = {k for k in before if "+0+" in k.rsplit("/", 1)[-1]}
     assert len(old) == 8 and len(before) == 16  # 2 objects per partition, each with keys, headers, metadata files
 
@@ -99,32 +82,32 @@ def test_expire_dry_run_killed_run_and_rerun(archive, s3, tmp_path):
     rc, out = run_cli(["expire", "--config", keyed])  # the config key's limit, dry run
     assert rc == 0 and "would expire 2 object(s), 20 record(s) whose newest record is older than " \
                       "archive.retention.ms=34560000000" in out, out
-    assert _stored(s3, bucket) == before and _sql(path, "SELECT * FROM erasures") == []
+    assert stored_versions(s3, bucket) == before and sql_rows(path, "SELECT * FROM erasures") == []
 
     with pytest.raises(Killed):  # the manifest is committed, nothing is deleted yet
         expire(cfg, 400 * 86400, "400d", execute=True, hooks=KillAfterCommit())
-    assert _stored(s3, bucket) == before
+    assert stored_versions(s3, bucket) == before
     live, _ = split_objects(None, cfg, wiring.manifest(cfg))  # what restore and read_archive would read
     assert sorted((o.kafka_partition, o.first_offset) for o in live) == [(1, 0), (1, 10)]
 
     rc, out = run_cli(["expire", "--config", path, "--older-than", "400d", "--execute"])
     assert rc == 0, out
     assert "expired 0 object(s)" in out and "finished deleting 2 object(s) an earlier expire committed" in out
-    after = _stored(s3, bucket)
+    after = stored_versions(s3, bucket)
     assert set(after) == set(before) - old  # value objects and side files, every version of them
     assert all(n == 1 for n in after.values())
 
     # the audit: one expire, its criterion, 2 objects of 20 records; gaps explain the offsets the objects held
-    (erasure,) = _sql(path, "SELECT * FROM erasures")
+    (erasure,) = sql_rows(path, "SELECT * FROM erasures")
     assert (erasure["action"], erasure["objects"], erasure["records"]) == ("expired", 2, 20)
     assert erasure["predicate"].startswith("newest record older than 400d (before ")
-    gaps = _sql(path, "SELECT kafka_partition, start_offset, end_offset, kind, reason FROM gaps ORDER BY 1, 2")
+    gaps = sql_rows(path, "SELECT kafka_partition, start_offset, end_offset, kind, reason FROM gaps ORDER BY 1, 2")
     assert [(g["kafka_partition"], g["start_offset"], g["end_offset"], g["kind"]) for g in gaps] == [
         (0, 0, 9, "expired"), (0, 10, 19, "expired")]
     assert all(g["reason"].startswith("expired: newest record older than 400d") for g in gaps)
-    objects = _sql(path, "SELECT kafka_partition, first_offset FROM objects ORDER BY 1, 2")
+    objects = sql_rows(path, "SELECT kafka_partition, first_offset FROM objects ORDER BY 1, 2")
     assert [(o["kafka_partition"], o["first_offset"]) for o in objects] == [(1, 0), (1, 10)]
-    proof = _sql(path, """WITH spans AS (
+    proof = sql_rows(path, """WITH spans AS (
         SELECT job, topic, kafka_partition, first_offset AS s, last_offset AS e FROM objects
         UNION ALL SELECT job, topic, kafka_partition, start_offset, end_offset FROM gaps WHERE kind <> 'filtered')
       SELECT c.kafka_partition, c.next_offset - min(spans.s) AS expected, sum(spans.e - spans.s + 1) AS accounted
@@ -145,7 +128,7 @@ def test_expire_dry_run_killed_run_and_rerun(archive, s3, tmp_path):
     # a second run finds nothing due and changes nothing
     rc, out = run_cli(["expire", "--config", path, "--older-than", "400d", "--execute"])
     assert rc == 0 and "expired 0 object(s)" in out and "finished deleting" not in out, out
-    assert _stored(s3, bucket) == after and len(_sql(path, "SELECT * FROM erasures")) == 1
+    assert stored_versions(s3, bucket) == after and len(sql_rows(path, "SELECT * FROM erasures")) == 1
 
 
 def test_a_bad_age_is_one_line_with_exit_2(archive):
@@ -154,7 +137,7 @@ def test_a_bad_age_is_one_line_with_exit_2(archive):
     assert "lakesink: error: --older-than 'soon': expected an age like 400d" in out and "Traceback" not in out
 
 
-def _live_files_stored(cfg) -> int:
+def _live_filesstored_versions(cfg) -> int:
     """Assert every live object's value and side files are stored with the recorded ETag; their number."""
     store = open_store(wiring.store_settings(cfg))
     live, _ = split_objects(None, cfg, wiring.manifest(cfg))
@@ -180,17 +163,17 @@ def test_sigkill_at_every_point_of_an_expire_then_a_rerun_finishes_it(kafka, s3,
     raw = base_config(kafka, s3, bucket, topic, **{"flush.size": str(FLUSH), "store.kafka.keys": "true"})
     assert [r.records for r in lakesink.run(None, raw, engine="local")] == [RECORDS]
     path, cfg = write_config(tmp_path, raw), SinkConfig.from_dict(raw)
-    before = _stored(s3, bucket)
+    before = stored_versions(s3, bucket)
     old = {k for k in before if "+0+" in k.rsplit("/", 1)[-1]}
-    assert _live_files_stored(cfg) == len(before) == 12  # 4 objects with keys and metadata side files
+    assert _live_filesstored_versions(cfg) == len(before) == 12  # 4 objects with keys and metadata side files
 
     for fault in ("before_commit", "during_commit:20", "after_commit", "after_delete"):
         rc, out = run_cli([fault, path, "400d"], CRASH_ENV, command=[sys.executable, str(HERE / "expire_job.py")])
         assert rc == -signal.SIGKILL, f"{fault}: not killed (rc {rc}):\n{out[-2000:]}"
-        _live_files_stored(cfg)  # nothing live points at a missing object
-        assert {k for k in _stored(s3, bucket) if k not in old} == set(before) - old  # partition 1 untouched
+        _live_filesstored_versions(cfg)  # nothing live points at a missing object
+        assert {k for k in stored_versions(s3, bucket) if k not in old} == set(before) - old  # partition 1 untouched
     rc, out = run_cli(["expire", "--config", path, "--older-than", "400d", "--execute"])
     assert rc == 0, out
-    assert set(_stored(s3, bucket)) == set(before) - old and _live_files_stored(cfg) == 6
-    (erasure,) = _sql(path, "SELECT * FROM erasures")  # one commit of 2 tombstones, never a duplicate
+    assert set(stored_versions(s3, bucket)) == set(before) - old and _live_filesstored_versions(cfg) == 6
+    (erasure,) = sql_rows(path, "SELECT * FROM erasures")  # one commit of 2 tombstones, never a duplicate
     assert (erasure["objects"], erasure["records"]) == (2, 20)

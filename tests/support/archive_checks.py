@@ -355,3 +355,22 @@ def consume(kafka, topic: str, partition: int = 0, isolation: str = "read_commit
         raise AssertionError("no end of partition within 60 s")
     finally:
         c.close()
+
+
+def stored_versions(s3, bucket: str) -> dict[str, int]:
+    """Every data key of ``bucket`` (not the manifest's) with its number of stored versions (delete markers not
+    counted)."""
+    out: dict[str, int] = {}
+    for page in s3.client().get_paginator("list_object_versions").paginate(Bucket=bucket):
+        for v in page.get("Versions", []):
+            if not v["Key"].startswith("_lakesink/"):
+                out[v["Key"]] = out.get(v["Key"], 0) + 1
+    return out
+
+
+def sql_rows(path: str, query: str) -> list[dict]:
+    """The rows of ``lakesink --format json sql --config path query`` (exit 0 asserted)."""
+    rc, out = run_cli(["--format", "json", "sql", "--config", path, query])
+    assert rc == 0, out
+    doc = json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
+    return doc["rows"]
