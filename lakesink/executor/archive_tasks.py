@@ -137,7 +137,7 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
     progress_to = options.pop("progress_to", None)  # where the driver's display takes live counts (or None)
     for i in ids:
         job = jobs[i]
-        fmt = reader.value_format(job.objects[0]) if job.objects else parts.value_format.build()
+        fmt = reader.value_format  # each object's own format and codec (the row says which)
         on_event, live = produced_counts(progress_to, f"{job.topic}-{job.partition}")
         try:
             res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,

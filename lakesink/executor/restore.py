@@ -300,6 +300,9 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     if drop_tombstones and not latest_per_key:
         raise InvalidArgumentError("drop_tombstones needs latest_per_key (a plain restore keeps every record)")
     t0 = time.monotonic()
+    # ``fmt``: the value format, or a function of the object giving its own (a job may have changed format.class
+    # or its codec over its life; adopted archives mix codecs)
+    fmt_of = fmt if callable(fmt) and not hasattr(fmt, "record_bytes") else (lambda _obj: fmt)
     objs = sorted(objects, key=lambda o: (o.first_offset, o.last_offset))
     sources = {(o.topic, o.kafka_partition) for o in objs}
     if len(sources) > 1:
@@ -432,7 +435,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                     result.superseded += scanned[ci]  # every record an older version of its key: not read
                     continue
             if fast and not check and len(members) == 1:  # the plain restore's path: a column at a time
-                cols = read_produce_columns(store, fmt, members[0], keys_format=keys_format,
+                cols = read_produce_columns(store, fmt_of(members[0]), members[0], keys_format=keys_format,
                                             headers_format=headers_format, cut=cut, key_decoder=key_decoder,
                                             value_decoder=value_decoder, blocks=blocks)
                 result.objects_read += 1
@@ -448,7 +451,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                 if latest is None and check and _held(mine, obj, cut):
                     result.skipped += obj.record_count  # already there, every record: not even read
                     continue
-                reads.append(read_records(store, fmt, obj, keys_format=keys_format, headers_format=headers_format,
+                reads.append(read_records(store, fmt_of(obj), obj, keys_format=keys_format,
+                                          headers_format=headers_format,
                                           cut=cut, key_decoder=key_decoder, value_decoder=value_decoder,
                                           blocks=blocks))
                 result.objects_read += 1
