@@ -85,18 +85,28 @@ class GroupTargets:
         """The hook of one worker producing ``src_topic``-``src_part``'s records into ``partitions`` of ``topic``
         (one, or several for a routed restore): a :class:`GroupCommitter` per destination partition (None when no
         group has an offset on the source partition)."""
+        from confluent_kafka import Consumer
+
+        from lakesink.executor.restore_progress import read_progress
+
         wanted = self.for_source(src_topic, src_part)
         if not wanted:
             return None
-        out: dict[int, GroupCommitter] = {}
-        try:
-            for d in partitions:
-                out[d] = GroupCommitter.open(wanted, topic, d, conf, admin, timeout_s)
-        except BaseException:
-            for c in out.values():
-                c.close()
-            raise
-        return Committers(out)
+        for w in wanted:  # once per group, not per destination partition
+            check_idle(admin, w.group, timeout_s)
+        placed = {d: {} for d in partitions}  # partition -> {group: offset already there}
+        for d in partitions:
+            for w in wanted:
+                offset, _md = read_progress(admin, w.group, topic, d)
+                if offset is not None:
+                    placed[d][w.group] = offset
+        # one consumer per group, shared by the partitions' committers: it only supplies the group's metadata
+        consumers = {w.group: Consumer({**conf, "group.id": w.group, "enable.auto.commit": False,
+                                        "isolation.level": "read_committed"})
+                     for w in wanted if any(w.group not in placed[d] for d in partitions)}
+        out = {d: GroupCommitter(wanted, topic, d, {g: c for g, c in consumers.items() if g not in placed[d]},
+                                 placed[d], timeout_s) for d in partitions}
+        return Committers(out, consumers)
 
 
 class Pending:
@@ -252,8 +262,9 @@ class Committers:
     the group had not consumed, or after its last). The worker calls :meth:`callback` with each record's
     destination partition; the rest is :class:`GroupCommitter`'s, over all of them."""
 
-    def __init__(self, by_partition: Mapping[int, GroupCommitter]):
+    def __init__(self, by_partition: Mapping[int, GroupCommitter], consumers: Mapping[str, Any] | None = None):
         self.by_partition = dict(by_partition)
+        self.consumers = dict(consumers or {})  # the groups' consumers the committers share (closed once)
 
     def callback(self, src_offset: int, inner: Callable, partition: int) -> Callable:
         c = self.by_partition.get(partition)
@@ -282,8 +293,11 @@ class Committers:
         return [{**e, "partition": d} for d, c in sorted(self.by_partition.items()) for e in c.report()]
 
     def close(self) -> None:
-        for c in self.by_partition.values():
-            c.close()
+        for c in self.consumers.values():
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - nothing to release on the broker
+                pass
 
 
 def check_idle(admin: Any, group: str, timeout_s: float) -> None:
