@@ -423,7 +423,7 @@ def _finish(cfg, manifest, reader, report: EraseReport, intents: list[Mapping[st
 def _delete_old_versions(store, rows: list[Mapping[str, Any]], report: EraseReport, hooks: Hooks) -> None:
     """On a versioned bucket, delete for good every version an ``erased`` row recorded (the bytes before the
     rewrite) that is not the version a live row reads; a version already gone is skipped."""
-    from lakesink.driver.expire import object_files
+    from lakesink.manifest.rows import object_files
 
     live_versions = {(k, v) for r in live_objects(rows) for k, _e, v in object_files(r) if v}
     for r in rows:

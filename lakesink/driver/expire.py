@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from lakesink import wiring
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest.queries import naive_utc
-from lakesink.manifest.rows import EXPIRED, expired_row, live_objects, tombstone_identity, value_omitted
+from lakesink.manifest.rows import EXPIRED, expired_row, live_objects, object_files, tombstone_identity
 from lakesink.store import strip_etag
 
 
@@ -84,17 +84,6 @@ def due_objects(rows: list[Mapping[str, Any]], cutoff: dt.datetime) -> tuple[lis
     due = [r for r in live if r.get("max_timestamp") is not None and naive_utc(r["max_timestamp"]) < cutoff]
     untimed = sum(1 for r in live if r.get("max_timestamp") is None)
     return sorted(due, key=lambda r: (r["topic"], r["kafka_partition"], r["first_offset"])), untimed
-
-
-def object_files(row: Mapping[str, Any]) -> list[tuple[str, str | None, str | None]]:
-    """``(key, etag, version_id)`` of a row's value object and each side file."""
-    out = ([(row["object_key"], row.get("etag"), row.get("version_id"))]
-           if row.get("object_key") and not value_omitted(row) else [])
-    for s in row.get("side_files") or ():
-        s = s if isinstance(s, Mapping) else s.__dict__
-        if s.get("key"):
-            out.append((s["key"], s.get("etag"), s.get("version_id")))
-    return out
 
 
 def expire(cfg, older_than_s: float, older_than: str, execute: bool = False, now: dt.datetime | None = None,

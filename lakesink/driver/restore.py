@@ -66,6 +66,7 @@ from lakesink.errors import (InvalidArgumentError, ObjectChangedError, RestoreEr
                              RestoreRefusedError, StoreError)
 from lakesink.executor.coverage import Coverage, Interval, SourceCoverage, merge
 from lakesink.executor.readback import ArchivedObject, Cut
+from lakesink.manifest.rows import object_files
 from lakesink.executor.partitioning import KEYLESS_RULE, PARTITIONERS, PartitionMap, Router
 from lakesink.executor.restore_progress import check_group_idle, group_coverages, progress_group, routed_group
 from lakesink.executor.restore import clusters
@@ -261,11 +262,7 @@ def _check_destinations(admin, parts: list[PartitionRestore], timeout_s: float) 
 
 
 def _check_objects(store, objects: list[ArchivedObject]) -> None:
-    expected: dict[str, str | None] = {}
-    for o in objects:
-        if not o.value_omitted:
-            expected[o.object_key] = o.etag
-        expected.update((s["key"], s.get("etag")) for s in o.side_files if s.get("key"))
+    expected = {key: etag for o in objects for key, etag, _version in object_files(o)}
     with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
         current = dict(zip(expected, pool.map(store.head, expected)))
     for key, etag in expected.items():

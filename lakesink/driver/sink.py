@@ -38,7 +38,7 @@ from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_parti
 from lakesink.driver.batch import BatchResult, PartitionPlan, executor_error, parse_interval
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest import CHAIN_KINDS, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
-from lakesink.manifest.rows import value_omitted
+from lakesink.manifest.rows import object_files
 
 if TYPE_CHECKING:
     from lakesink.runners import TaskRunner
@@ -383,11 +383,7 @@ class SinkJob:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        expected = {}
-        for r in rows:
-            if r.object_key and not value_omitted(r):
-                expected[r.object_key] = r.etag
-            expected.update((s.key, s.etag) for s in r.side_files or ())
+        expected = {key: etag for r in rows for key, etag, _version in object_files(r)}
         with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
             current = dict(zip(expected, pool.map(self.store.head, expected)))
         job = self.cfg.name

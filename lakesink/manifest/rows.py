@@ -203,6 +203,20 @@ def value_omitted(row: "Mapping[str, Any] | ManifestRow") -> bool:
     return note == TOMBSTONES_NOTE
 
 
+def object_files(row: Any) -> list[tuple[str, str | None, str | None]]:
+    """``(key, etag, version_id)`` of each file an object row has stored: its value object (none for tombstones
+    only, :func:`value_omitted`) and each side file. ``row``: a dict of columns, a :class:`ManifestRow`, or any
+    object with those attributes (a reader's ``ArchivedObject``)."""
+    get = row.get if isinstance(row, Mapping) else (lambda k, d=None: getattr(row, k, d))
+    omitted = row.value_omitted if hasattr(row, "value_omitted") else value_omitted(row)
+    out = [(get("object_key"), get("etag"), get("version_id"))] if get("object_key") and not omitted else []
+    for side in get("side_files") or ():
+        side = side if isinstance(side, Mapping) else vars(side)
+        if side.get("key"):
+            out.append((side["key"], side.get("etag"), side.get("version_id")))
+    return out
+
+
 def advance_row(topic: str, partition: int, range_start: int, range_end: int, note: str | None = None, *,
                 kafka_cluster_id: str | None = None, topic_id: str | None = None) -> ManifestRow:
     """A range the offsets advance over without an object (markers, compaction gaps, ignored records)."""
