@@ -2,8 +2,8 @@
 
 After each committed batch, :class:`GroupCapture` reads the committed offsets of the configured groups (the
 named ones and every group the regex matches, the union; lakesink's own ``lakesink-*`` groups never) for the
-partitions of the topics the job archives, with ``AdminClient.list_consumer_group_offsets`` (``require_stable``:
-a transaction's offsets still settling are not taken) and appends them to the groups table
+partitions of the topics the job archives, with :func:`lakesink.executor.committed.read_committed` (stable
+offsets: a transaction's offsets still settling are not taken) and appends them to the groups table
 (:mod:`lakesink.manifest.groups`). A batch that committed nothing records the groups only if their offsets
 moved since this run last recorded them (an idle job polling every 30 s adds no rows). Best effort: a failure is
 a warning line, never a failed batch (the records are committed); see the groups table's docstring for why.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from typing import Any
+from typing import Any, Mapping
 
 from lakesink.manifest.groups import GroupOffsetRow, GroupsTable, groups_location
 
@@ -22,11 +22,14 @@ __all__ = ["GroupCapture", "read_group_offsets"]
 log = logging.getLogger("lakesink.driver.group_offsets")
 
 
-def read_group_offsets(admin: Any, names: tuple[str, ...], regex: str | None, archived: Any,
-                       timeout_s: float = 30.0) -> dict[tuple[str, str, int], tuple[int, str | None]]:
+def read_group_offsets(admin: Any, conf: Mapping[str, Any], names: tuple[str, ...], regex: str | None,
+                       partitions: list[tuple[str, int]], timeout_s: float = 30.0
+                       ) -> dict[tuple[str, str, int], tuple[int, str | None]]:
     """``{(group, topic, partition): (committed offset, metadata)}`` of the groups ``names`` and those ``regex``
-    fully matches, for the topics ``archived(topic)`` accepts; partitions without a committed offset are left out."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    fully matches (listed by ``admin``), on ``partitions``; partitions without a committed offset are left out.
+    The offsets are read with ``conf`` (the admin's client config) by
+    :func:`~lakesink.executor.committed.read_committed` (stable offsets, never joining the group)."""
+    from lakesink.executor.committed import read_committed
 
     groups = set(names)
     if regex:
@@ -35,12 +38,10 @@ def read_group_offsets(admin: Any, names: tuple[str, ...], regex: str | None, ar
         groups |= {g.group_id for g in listed.valid if pattern.fullmatch(g.group_id)}
     groups = {g for g in groups if not g.startswith("lakesink-")}
     out: dict[tuple[str, str, int], tuple[int, str | None]] = {}
-    for g in sorted(groups):  # one group per request (librdkafka's list_consumer_group_offsets takes one)
-        res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)], require_stable=True,
-                                                request_timeout=timeout_s)[g].result()
-        for tp in res.topic_partitions:
-            if tp.error is None and tp.offset >= 0 and archived(tp.topic):
-                out[(g, tp.topic, tp.partition)] = (tp.offset, tp.metadata or None)
+    for g in sorted(groups):
+        for (t, p), (off, md) in read_committed(conf, g, partitions, timeout_s).items():
+            if off is not None:
+                out[(g, t, p)] = (off, md)
     return out
 
 
@@ -53,6 +54,7 @@ class GroupCapture:
         self.table = GroupsTable(self.location, s3, spark)
         self.last: dict | None = None
         self._admin = None
+        self.conf: dict = {}
         topics = set(cfg.topics or ())
         pattern = re.compile(cfg.topics_regex) if cfg.topics_regex else None
         self.archived = lambda t: t in topics or (pattern is not None and pattern.fullmatch(t) is not None)
@@ -67,15 +69,24 @@ class GroupCapture:
 
             from lakesink.driver.kafka_admin import client_config
 
-            self._admin = AdminClient(client_config(self.cfg.kafka_options))
+            self.conf = client_config(self.cfg.kafka_options)
+            self._admin = AdminClient(self.conf)
         return self._admin
+
+    def partitions(self, timeout_s: float) -> list[tuple[str, int]]:
+        """The partitions of the topics the job archives, as the cluster has them now."""
+        meta = self.admin().list_topics(timeout=timeout_s)
+        return sorted((t, p) for t, tm in meta.topics.items() if self.archived(t) and tm.error is None
+                      for p in tm.partitions)
 
     def record(self, batch_id: int, run_id: str, committed: bool) -> str | None:
         """Read and append the groups' offsets; a warning line instead of an exception (None: recorded, or
         nothing moved since the last record of this run and the batch committed nothing)."""
         try:
-            seen = read_group_offsets(self.admin(), tuple(self.cfg.consumer_groups), self.cfg.consumer_groups_regex,
-                                      self.archived, self.cfg.kafka_retry_deadline_ms / 1000.0)
+            timeout_s = self.cfg.kafka_retry_deadline_ms / 1000.0
+            parts = self.partitions(timeout_s)
+            seen = read_group_offsets(self.admin(), self.conf, tuple(self.cfg.consumer_groups),
+                                      self.cfg.consumer_groups_regex, parts, timeout_s)
             if not committed and seen == self.last:
                 return None
             now = dt.datetime.now(dt.timezone.utc)

@@ -1,8 +1,8 @@
 """Handing a job over from another connector: the job starts where the old connector stopped.
 
 :func:`handover` takes the offsets the old connector had archived up to, per partition: the committed offsets of
-its Kafka Connect consumer group (``connect-<connector name>``, read with ``AdminClient.list_consumer_group_offsets``)
-or offsets given per partition (``topic:partition=offset,...``, :func:`parse_start_offsets`), and commits, in ONE
+its Kafka Connect consumer group (``connect-<connector name>``, read by :mod:`lakesink.executor.committed`) or
+offsets given per partition (``topic:partition=offset,...``, :func:`parse_start_offsets`), and commits, in ONE
 manifest transaction, an ``advance`` row per partition from where the job's manifest stands (offset 0 for a
 partition it has never archived) up to the offset before the given one, its note naming the source. The sink then
 resumes each partition at the given offset, so nothing the old connector archived is archived twice, and the
@@ -77,7 +77,8 @@ def handover(spark: Any, config: Any, *, group: str | None = None, start_offsets
     ksnap = kafka.snapshot(topics)
     if group is not None:
         source = f"Kafka Connect consumer group {group}"
-        found = read_group_offsets(kafka.admin, (group,), None, lambda t: t in topics)
+        found = read_group_offsets(kafka.admin, kafka.conf, (group,), None, sorted(ksnap.bounds),
+                                   cfg.kafka_retry_deadline_ms / 1000.0)
         offsets = {(t, p): off for (_g, t, p), (off, _md) in found.items()}
         if not offsets:
             raise InvalidArgumentError(

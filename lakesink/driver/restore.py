@@ -540,8 +540,9 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
     from lakesink.config.kafka import CONSUMER_ONLY
     from lakesink.driver.kafka_admin import client_config
 
-    admin = AdminClient({**client_config(cfg.kafka_options),
-                         **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}})
+    admin_conf = {**client_config(cfg.kafka_options),
+                  **{k: v for k, v in (producer_config or {}).items() if k not in CONSUMER_ONLY}}
+    admin = AdminClient(admin_conf)
     routers: dict[str, Router] = {}
     if routed:  # the routing needs the destination's partition count: read even by a dry run
         routers = build_routers(admin, report.partitions, partitioner, pmap, timeout_s)
@@ -567,10 +568,10 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         rg.check_groups_idle(admin, targets, timeout_s)
     to_read = [o for _p, objs in planned for o in objs]
     if routed and not again:
-        to_read = _routed_checks(admin, report, planned, routers, cut, timeout_s)
+        to_read = _routed_checks(admin, admin_conf, report, planned, routers, cut, timeout_s)
     elif not again:
         dests = sorted({(p.topic, p.partition) for p in report.partitions})
-        own, others = group_coverages(admin, report.group, dests, timeout_s)
+        own, others = group_coverages(admin, admin_conf, report.group, dests, timeout_s)
         for p, objs in planned:
             why = overlap_refusal(p, objs, cut, own.get((p.topic, p.partition), Coverage()),
                                   {g: c[(p.topic, p.partition)] for g, c in others.items()
@@ -642,13 +643,13 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
 
 
 
-def _routed_checks(admin, report: RestoreReport, planned: list[tuple[PartitionRestore, list[ArchivedObject]]],
-                   routers: dict[str, Router], cut: Cut, timeout_s: float) -> list[ArchivedObject]:
+def _routed_checks(admin, admin_conf: dict, report: RestoreReport,
+                   planned: list[tuple[PartitionRestore, list[ArchivedObject]]], routers: dict[str, Router], cut: Cut, timeout_s: float) -> list[ArchivedObject]:
     """The overlap refusals of a routed restore (each source against its own group's progress, and against every
     other restore's progress -- the plain group's, another name's, another routing's -- at every destination
     partition it can reach), and the objects its workers still read."""
     dests = sorted({(p.topic, d) for p, _o in planned for d in routers[p.topic].destinations(p.source_partition)})
-    plain, others = group_coverages(admin, progress_group(report.name), dests, timeout_s)
+    plain, others = group_coverages(admin, admin_conf, progress_group(report.name), dests, timeout_s)
     foreign_all = {**others, progress_group(report.name): plain}
     to_read: list[ArchivedObject] = []
     for p, objs in planned:

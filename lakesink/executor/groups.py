@@ -72,14 +72,6 @@ class GroupTargets:
     def for_source(self, topic: str, partition: int) -> tuple[GroupOffset, ...]:
         return tuple(self.offsets.get((topic, partition), ()))
 
-    def committer(self, src_topic: str, src_part: int, topic: str, partition: int, conf: Mapping[str, Any],
-                  admin: Any, timeout_s: float) -> "GroupCommitter | None":
-        """The hook of one worker (None when no group has an offset on its source partition)."""
-        wanted = self.for_source(src_topic, src_part)
-        if not wanted:
-            return None
-        return GroupCommitter.open(wanted, topic, partition, conf, admin, timeout_s)
-
     def committers(self, src_topic: str, src_part: int, topic: str, partitions: Sequence[int],
                    conf: Mapping[str, Any], admin: Any, timeout_s: float) -> "Committers | None":
         """The hook of one worker producing ``src_topic``-``src_part``'s records into ``partitions`` of ``topic``
@@ -87,17 +79,16 @@ class GroupTargets:
         group has an offset on the source partition)."""
         from confluent_kafka import Consumer
 
-        from lakesink.executor.restore_progress import read_progress
+        from lakesink.executor.committed import read_committed
 
         wanted = self.for_source(src_topic, src_part)
         if not wanted:
             return None
+        placed = {d: {} for d in partitions}  # partition -> {group: offset already there}
         for w in wanted:  # once per group, not per destination partition
             check_idle(admin, w.group, timeout_s)
-        placed = {d: {} for d in partitions}  # partition -> {group: offset already there}
-        for d in partitions:
-            for w in wanted:
-                offset, _md = read_progress(admin, w.group, topic, d)
+            for (_t, d), (offset, _md) in read_committed(conf, w.group, [(topic, d) for d in partitions],
+                                                         timeout_s).items():
                 if offset is not None:
                     placed[d][w.group] = offset
         # one consumer per group, shared by the partitions' committers: it only supplies the group's metadata
@@ -151,24 +142,6 @@ class GroupCommitter:
         self.sent: dict[str, int] = {}      # group -> destination offset handed to the open transaction
         self.done: dict[str, int] = {}      # group -> destination offset committed by this run
         self.last_delivered: int | None = None
-
-    @classmethod
-    def open(cls, wanted: Sequence[GroupOffset], topic: str, partition: int, conf: Mapping[str, Any], admin: Any,
-             timeout_s: float) -> "GroupCommitter":
-        from confluent_kafka import Consumer
-
-        from lakesink.executor.restore_progress import read_progress
-
-        placed: dict[str, int] = {}
-        for w in wanted:
-            check_idle(admin, w.group, timeout_s)
-            offset, _md = read_progress(admin, w.group, topic, partition)
-            if offset is not None:
-                placed[w.group] = offset
-        consumers = {w.group: Consumer({**conf, "group.id": w.group, "enable.auto.commit": False,
-                                        "isolation.level": "read_committed"})
-                     for w in wanted if w.group not in placed}
-        return cls(wanted, topic, partition, consumers, placed, timeout_s)
 
     @property
     def active(self) -> bool:

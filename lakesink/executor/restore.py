@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError,
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
 from lakesink.executor.blockcut import BlockCounts
+from lakesink.executor.committed import PRODUCER_ONLY
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import (NO_CUT, ArchivedObject, Cut, ProduceColumns, read_key_positions,
@@ -82,13 +83,7 @@ DEFAULT_BYTES_PER_TXN = 16 * 1024 * 1024
 #: the broker's ``log.message.timestamp.after.max.ms`` (Kafka 4's default: one hour)
 DEFAULT_MAX_FUTURE_MS = 3_600_000
 
-# librdkafka settings only a producer takes (the admin client and the group-metadata consumer get the rest)
-_PRODUCER_ONLY = {"transactional.id", "enable.idempotence", "acks", "request.required.acks", "linger.ms",
-                  "queue.buffering.max.ms", "batch.size", "batch.num.messages", "compression.type",
-                  "compression.codec", "transaction.timeout.ms", "message.timeout.ms", "delivery.timeout.ms",
-                  "queue.buffering.max.messages", "queue.buffering.max.kbytes", "retries",
-                  "max.in.flight.requests.per.connection", "max.in.flight", "partitioner", "sticky.partitioning.linger.ms",
-                  "delivery.report.only.error"}
+
 
 
 
@@ -190,7 +185,7 @@ def transactional_producer_config(conf: Mapping[str, Any], tid: str) -> dict[str
 
 
 def _client_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in conf.items() if k not in _PRODUCER_ONLY}
+    return {k: v for k, v in conf.items() if k not in PRODUCER_ONLY}
 
 
 class _Txn:
@@ -349,7 +344,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             txn.producer.init_transactions(timeout_s)
         except KafkaException as e:
             raise _fail(e, "init_transactions", dest, txn) from None
-        coverage = read_coverage(admin, group, topic, slots[0])
+        coverage = read_coverage(_client_conf(conf), group, topic, slots[0], timeout_s)
         mine = coverage.source(src_topic, src_part)
         result.resumed_from = (mine.high() + 1) if mine else None
         window = (cut.from_ts, cut.to_ts)

@@ -8,8 +8,10 @@ driver (:func:`group_coverages`, every ``lakesink-restore*`` group) and in the w
 from __future__ import annotations
 
 import time
+from typing import Any, Mapping
 
 from lakesink.errors import RestoreError, RestoreGroupActiveError
+from lakesink.executor.committed import read_committed
 from lakesink.executor.coverage import Coverage
 
 __all__ = ["PROGRESS_READ_TIMEOUT_S", "progress_group", "routed_group", "kafka_error_of", "check_group_idle",
@@ -77,53 +79,38 @@ def check_group_idle(admin, group: str, timeout_s: float = 30.0) -> None:
             f"and run the restore again")
 
 
-def read_progress(admin, group: str, topic: str, partition: int,
+def read_progress(conf: Mapping[str, Any], group: str, topic: str, partition: int,
                   timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> tuple[int | None, str | None]:
     """The stable committed offset of ``group`` for ``topic``-``partition`` and its metadata, (None, None)
-    if none. ``UNSTABLE_OFFSET_COMMIT`` (a transaction with offsets still settling) is retried for up to
-    ``timeout_s`` seconds."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-
-    deadline = time.monotonic() + timeout_s
-    retriable = (KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                 KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR)
-    while True:
-        try:
-            req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])]
-            res = admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=10)[group].result()
-            tp = res.topic_partitions[0]
-            err = tp.error
-        except KafkaException as e:
-            err = kafka_error_of(e)
-            if err is None:
-                raise RestoreError(f"cannot read the progress of group {group!r} for {topic}-{partition}: {e}") from None
-            tp = None
-        if err is None:
-            return (tp.offset, tp.metadata or None) if tp.offset >= 0 else (None, None)
-        if err.code() in retriable and time.monotonic() < deadline:
-            time.sleep(0.2)
-            continue
-        raise RestoreError(f"cannot read the progress of group {group!r} for {topic}-{partition}: {err.str()}")
+    if none (:func:`~lakesink.executor.committed.read_committed` with the client config ``conf``: offsets a
+    transaction is still settling are waited for up to ``timeout_s`` seconds)."""
+    return read_committed(conf, group, [(topic, partition)], timeout_s)[(topic, partition)]
 
 
-def read_coverage(admin, group: str, topic: str, partition: int,
+def read_coverage(conf: Mapping[str, Any], group: str, topic: str, partition: int,
                   timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> Coverage:
     """What earlier restores recorded in ``group`` for destination ``topic``-``partition`` (stable read)."""
-    offset, metadata = read_progress(admin, group, topic, partition, timeout_s)
+    return _decode(group, topic, partition, *read_progress(conf, group, topic, partition, timeout_s))
+
+
+def _decode(group: str, topic: str, partition: int, offset: int | None, metadata: str | None) -> Coverage:
     try:
         return Coverage.decode(offset, metadata)
     except ValueError as e:
         raise RestoreError(f"progress group {group!r} for {topic}-{partition}: {e}; use another restore name") from None
 
 
-def group_coverages(admin, own_group: str, dests: list[tuple[str, int]], timeout_s: float = 30.0
+def group_coverages(admin, conf: Mapping[str, Any], own_group: str, dests: list[tuple[str, int]],
+                    timeout_s: float = 30.0
                     ) -> tuple[dict[tuple[str, int], Coverage], dict[str, dict[tuple[str, int], Coverage]]]:
     """The coverage of destination partitions ``dests`` recorded by ``own_group`` (stable reads), and by every
     other ``lakesink-restore*`` group of the cluster (restores with another name, or by an earlier lakesink),
-    as ``(own, {group: {dest: coverage}})``. Metadata that is not lakesink's is left out of the others."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    as ``(own, {group: {dest: coverage}})``. Metadata that is not lakesink's is left out of the others.
+    ``admin`` lists the groups; ``conf`` (its client config) reads their offsets."""
+    from confluent_kafka import KafkaException
 
-    own = {d: read_coverage(admin, own_group, d[0], d[1]) for d in dests}
+    read = read_committed(conf, own_group, dests, timeout_s)
+    own = {d: _decode(own_group, d[0], d[1], *read[d]) for d in dests}
     try:
         listed = admin.list_consumer_groups(request_timeout=timeout_s).result()
     except KafkaException as e:
@@ -133,17 +120,12 @@ def group_coverages(admin, own_group: str, dests: list[tuple[str, int]], timeout
     for g in sorted(x.group_id for x in listed.valid):
         if not g.startswith("lakesink-restore") or g == own_group:
             continue
-        req = [ConsumerGroupTopicPartitions(g, [TopicPartition(t, p) for t, p in dests])]
-        try:
-            res = admin.list_consumer_group_offsets(req, request_timeout=timeout_s)[g].result()
-        except KafkaException as e:
-            raise RestoreError(f"cannot read the progress of group {g!r}: {kafka_error_of(e).str() if kafka_error_of(e) else e}") from None
-        for tp in res.topic_partitions:
-            if tp.error is not None or tp.offset < 0:
+        for (t, p), (offset, metadata) in read_committed(conf, g, dests, timeout_s).items():
+            if offset is None:
                 continue
             try:
-                cov = Coverage.decode(tp.offset, tp.metadata)
+                cov = Coverage.decode(offset, metadata)
             except ValueError:
                 continue
-            others.setdefault(g, {})[(tp.topic, tp.partition)] = cov
+            others.setdefault(g, {})[(t, p)] = cov
     return own, others

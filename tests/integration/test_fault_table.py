@@ -433,6 +433,11 @@ covered_by("F118", "tests/integration/test_erase.py::"
 covered_by("F119", "tests/unit/test_archive_partitions.py::"
                    "test_an_erase_matching_tombstones_is_refused_in_one_line")
 
+covered_by("F120", "tests/integration/test_committed_offsets.py::"
+                   "test_a_broker_that_has_just_started_never_crashes_the_reader")
+covered_by("F121", "tests/integration/test_committed_offsets.py::"
+                   "test_offsets_come_back_stable_with_their_metadata_and_the_reader_never_joins")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:

@@ -97,12 +97,6 @@ def restore(kafka, cfg, rows, name, topic, **kw):
         keys_format=wiring.keys_format(cfg), headers_format=wiring.headers_format(cfg), **kw)
 
 
-def admin(kafka):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-
-
 def test_restore_exactly_once_in_order_and_rerun_produces_nothing(kafka, tmp_path):
     records = expected_records(int(time.time() * 1000))
     cfg, rows = archive(tmp_path, records)
@@ -111,7 +105,7 @@ def test_restore_exactly_once_in_order_and_rerun_produces_nothing(kafka, tmp_pat
     assert res.produced == N and res.resumed_from is None and res.next_offset == records[-1][0] + 1
     assert res.transactions == 6  # 40 records, 7 per transaction
     assert consume(kafka, topic) == wanted(records)
-    progress, meta = read_progress(admin(kafka), progress_group(name), topic, 0)
+    progress, meta = read_progress({"bootstrap.servers": kafka.bootstrap_servers}, progress_group(name), topic, 0)
     assert progress == records[-1][0] + 1
     # the metadata says which source offsets are in the destination: all of them, whatever the time
     cov = Coverage.decode(progress, meta).source("src", SOURCE_PARTITION)
@@ -243,7 +237,7 @@ def test_objects_whose_offsets_interleave_are_restored_in_offset_order(kafka, tm
     holes = tuple((r.first_offset, r.last_offset) for r in odd_rows)
     res = restore(kafka, cfg, even_rows, None, part, holes=holes)
     assert res.produced == len(evens)
-    cov = Coverage.decode(*read_progress(admin(kafka), progress_group(None), part, 0)).source("src", SOURCE_PARTITION)
+    cov = Coverage.decode(*read_progress({"bootstrap.servers": kafka.bootstrap_servers}, progress_group(None), part, 0)).source("src", SOURCE_PARTITION)
     assert not any(cov.covers(r[0], r[4]) for r in odds) and cov.dirty
     # the worker itself refuses to restore into what it cannot vouch for (a restore may have committed after the
     # driver's check), until told to produce again
@@ -299,4 +293,4 @@ def test_a_timestamp_the_broker_refuses_fails_with_one_line_and_nothing_visible(
         restore(kafka, cfg, rows, name, topic, records_per_txn=6)
     assert "\n" not in str(e.value)
     assert consume(kafka, topic) == []
-    assert read_progress(admin(kafka), progress_group(name), topic, 0)[0] is None
+    assert read_progress({"bootstrap.servers": kafka.bootstrap_servers}, progress_group(name), topic, 0)[0] is None

@@ -166,4 +166,4 @@ def test_targets_pick_the_source_partition():
     t = GroupTargets({("src", 0): (GroupOffset("g", "src", 0, 5),), ("src", 1): (GroupOffset("g", "src", 1, 9),)})
     assert [w.offset for w in t.for_source("src", 1)] == [9]
     assert t.for_source("src", 2) == ()
-    assert t.committer("src", 2, "dst", 2, {}, None, 1.0) is None
+    assert t.committers("src", 2, "dst", [2], {}, None, 1.0) is None

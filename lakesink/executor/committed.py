@@ -1,0 +1,91 @@
+"""Consumer groups' committed offsets, read without joining the group.
+
+Every read of a group's committed offsets (a restore's progress and coverage, the groups a restore places, the
+sink's ``consumer.groups`` capture, ``manifest handover``) goes through :func:`read_committed`: a ``Consumer``
+with the group's id that never subscribes (so it never becomes a member and never triggers a rebalance) asks
+``committed()``. ``isolation.level=read_committed`` makes librdkafka send the OffsetFetch with ``require_stable``,
+so offsets a transaction is still settling are waited for, not taken.
+
+Why not ``AdminClient.list_consumer_group_offsets``: librdkafka (up to 2.16, issue #5040) dereferences a NULL
+consumer-group handle when the coordinator answers that request with ``NOT_COORDINATOR`` -- a fresh group on a
+coordinator still loading, or a coordinator moving during a rolling restart -- and the process dies with SIGSEGV.
+The consumer's path re-queries the coordinator and retries instead.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+from lakesink.errors import KafkaMetadataError
+
+__all__ = ["PRODUCER_ONLY", "consumer_conf", "read_committed"]
+
+#: librdkafka settings only a producer takes (the admin client and the consumers reading offsets get the rest)
+PRODUCER_ONLY = frozenset({
+    "transactional.id", "enable.idempotence", "acks", "request.required.acks", "linger.ms", "queue.buffering.max.ms",
+    "batch.size", "batch.num.messages", "compression.type", "compression.codec", "transaction.timeout.ms",
+    "message.timeout.ms", "delivery.timeout.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes",
+    "retries", "max.in.flight.requests.per.connection", "max.in.flight", "partitioner",
+    "sticky.partitioning.linger.ms", "delivery.report.only.error"})
+
+# consumer settings that would make the reader join, commit, or read unstable offsets: always overridden
+_READER = {"enable.auto.commit": False, "enable.auto.offset.store": False, "isolation.level": "read_committed",
+           "enable.partition.eof": False}
+_DROP = ("group.instance.id",)
+
+# errors worth another try until the deadline (librdkafka retries most of them itself within one call)
+_RETRIABLE = ("UNSTABLE_OFFSET_COMMIT", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
+              "_TIMED_OUT", "_WAIT_COORD", "_TRANSPORT")
+
+
+def consumer_conf(conf: Mapping[str, Any], group: str) -> dict[str, Any]:
+    """A never-subscribing consumer's config for reading ``group``'s offsets from a client config ``conf`` (an
+    admin's or a producer's: the producer-only keys are dropped, librdkafka would warn about each)."""
+    out = {k: v for k, v in conf.items() if k not in PRODUCER_ONLY and k not in _DROP}
+    out.update(_READER)
+    out["group.id"] = group
+    return out
+
+
+def read_committed(conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]],
+                   timeout_s: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str | None]]:
+    """``{(topic, partition): (committed offset or None, metadata or None)}`` of ``group`` (stable offsets only).
+
+    Raises :class:`~lakesink.errors.KafkaMetadataError` naming the group when the offsets cannot be read within
+    ``timeout_s`` (a retriable error past the deadline, or one that cannot succeed: authorization, for one)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    retriable = {getattr(KafkaError, n) for n in _RETRIABLE if hasattr(KafkaError, n)}
+    deadline = time.monotonic() + timeout_s
+
+    def failed(err: Any) -> KafkaMetadataError:
+        what = err.str() if hasattr(err, "str") else str(err)
+        return KafkaMetadataError(f"cannot read the committed offsets of consumer group {group!r} "
+                            f"({', '.join(f'{t}-{p}' for t, p in wanted[:4])}{', ...' if len(wanted) > 4 else ''}): "
+                            f"{what}")
+
+    consumer = Consumer(consumer_conf(conf, group))
+    try:
+        while True:
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                got = consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=left)
+            except KafkaException as e:
+                err = e.args[0] if e.args and hasattr(e.args[0], "code") else None
+                if err is not None and err.code() in retriable and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise failed(err if err is not None else e) from None
+            bad = next((tp.error for tp in got if tp.error is not None), None)
+            if bad is None:
+                return {(tp.topic, tp.partition): ((tp.offset, tp.metadata or None) if tp.offset >= 0 else (None, None))
+                        for tp in got}
+            if bad.code() in retriable and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise failed(bad)
+    finally:
+        consumer.close()
