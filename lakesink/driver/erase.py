@@ -88,8 +88,9 @@ class EraseReport:
 def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
           hooks: Hooks = NO_HOOKS, runner: Any = None) -> EraseReport:
     """Find (and with ``execute`` erase) the records of ``cfg.name``'s archive that ``where`` selects (see the module
-    docstring). ``runner``: runs the plan's tasks (:mod:`lakesink.runners`; None: the driver reads the objects
-    itself, :mod:`lakesink.driver.erase_plan`). ``hooks``: driver points ``after_stage`` (new bytes staged),
+    docstring). ``runner``: runs the plan's tasks (:mod:`lakesink.runners`, or a callable returning one, called
+    only for a plan of more than one task; None: the driver reads the objects itself,
+    :mod:`lakesink.driver.erase_plan`). ``hooks``: driver points ``after_stage`` (new bytes staged),
     ``before_commit``/``during_commit`` (the intent commit), ``after_intent``, ``after_replace`` (after each object's files were replaced),
     ``after_commit`` (the erased rows committed), ``after_delete`` (after each old version deleted)."""
     from lakesink.executor.archive_tasks import ObjectReader

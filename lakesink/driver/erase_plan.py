@@ -204,7 +204,9 @@ def plan(parts: Any, rows: list[Mapping[str, Any]], predicate: str, where: str, 
          pruning: bool = True) -> Plan:
     """The records of the live object ``rows`` (in (topic, partition, first offset) order) that ``predicate``
     selects (see the module docstring). ``parts``: the job's ``TaskParts``; ``runner``: runs the tasks (None: on
-    the driver); ``pruning=False`` reads every object (the plan the pruning must agree with)."""
+    the driver; a zero-argument callable returning one: started only when the plan has more than one task, a
+    plan of one task runs on the driver); ``pruning=False`` reads every object (the plan the pruning must agree
+    with)."""
     from lakesink.driver.archive import MAX_PARTITION_BYTES, OPEN_COST_BYTES, pack_objects, setting_bytes
     from lakesink.executor.erase_match import PLAN_DDL, erase_plan_task, referenced_columns
     from lakesink.executor.readback import ArchivedObject
@@ -222,6 +224,9 @@ def plan(parts: Any, rows: list[Mapping[str, Any]], predicate: str, where: str, 
                                                            if views.get(s.get("view"), False))
 
     groups: list[list[tuple[int, Any]]] = []
+    if callable(runner) and not hasattr(runner, "run"):  # started only for a plan worth more than one task
+        start = runner
+        runner = None if len(chosen) <= 1 or len(pack_objects([size(objects[i]) for i in chosen])) <= 1 else start()
     if chosen:
         if runner is None:
             packed = pack_objects([size(objects[i]) for i in chosen])
@@ -238,8 +243,16 @@ def plan(parts: Any, rows: list[Mapping[str, Any]], predicate: str, where: str, 
 
         out = list(first_column(erase_plan_task(range(len(groups)), groups, parts, predicate, where, columns)))
     else:
-        out = runner.run(lambda ids: erase_plan_task(ids, groups, parts, predicate, where, columns), len(groups),
-                         PLAN_DDL)
+        try:
+            out = runner.run(lambda ids: erase_plan_task(ids, groups, parts, predicate, where, columns), len(groups),
+                             PLAN_DDL)
+        except LakesinkError:
+            raise
+        except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
+            from lakesink.driver.batch import executor_error
+
+            raise LakesinkError(f"erase: a task of the plan failed ({runner.name}): {executor_error(e)}; nothing "
+                                f"was changed") from e
     results = sorted((json.loads(line) for line in out), key=lambda r: r["id"])
     for res in results:
         if "error" in res:

@@ -260,3 +260,46 @@ def test_erase_reports_what_the_manifest_pruned(archive):
     rep = erase(cfg, "partition = 0 AND topic = 'orders' AND key = 'k0-7'")
     assert (rep.records, rep.pruned, rep.scanned_objects, rep.scanned_records) == (1, 20, 4, 20)
     assert [m.offsets for m in rep.matched] == [[7]]
+
+
+class InProcessRunner:
+    """A TaskRunner running each task in this process, one after the other (what matters here: the plan's tasks
+    and how their results come back, not where they run; the real runners: tests/integration/test_erase.py)."""
+
+    name = "in-process"
+
+    def __init__(self, parallelism: int):
+        self.n, self.tasks = parallelism, 0
+
+    def parallelism(self) -> int:
+        return self.n
+
+    def setting(self, key: str) -> None:
+        return None
+
+    def run(self, fn, n, schema, on_done=None) -> list[str]:
+        from lakesink.runners import first_column
+
+        self.tasks += n
+        return [s for i in range(n) for s in first_column(fn([i]))]
+
+
+def test_a_plan_runs_as_tasks_and_starts_a_lazy_runner_only_for_more_than_one_task(archive):
+    cfg, rows = archive
+    parts = wiring.task_parts(cfg)
+    where = "key IN ('k1-3', 'k2-17') OR value.id = 19"
+    predicate = where_predicate(where)
+    driver = _found(plan(parts, rows, predicate, where))
+    runner = InProcessRunner(4)
+    p = plan(parts, rows, predicate, where, runner=runner)
+    assert _found(p) == driver and p.tasks == runner.tasks == 4  # objects spread over the runner's 4 slots
+    started = []
+
+    def lazy():
+        started.append(runner)
+        return runner
+
+    assert _found(plan(parts, rows, predicate, where, runner=lazy)) == driver and started == []  # one task: here
+    # 48 objects (each twice) are more than one task's worth (a task takes 128 MB, 4 MB an object): started
+    doubled = plan(parts, rows + rows, predicate, where, runner=lazy)
+    assert started == [runner] and doubled.tasks > 1 and len(doubled.matched) == 2 * len(driver)
