@@ -7,8 +7,11 @@ objects (only the job's own rows of its manifest, so only its own topics and pre
 other values), ``value_bytes`` (the bytes a restore sends) and ``headers`` (array of key/value structs:
 ``exists(headers, h -> h.key = 'gdpr')``). It is checked as read_archive's is
 (:func:`lakesink.manifest.queries.where_predicate`: no subquery, table reference or ``;``) and evaluated in an
-in-memory DuckDB holding nothing but one object's records at a time. Erasure is per Kafka offset: a record that
-matches takes every record of its offset with it. Dry run by default: the objects and the count per object.
+in-memory DuckDB holding nothing but records of the job's objects. The plan (:mod:`lakesink.driver.erase_plan`)
+reads only the objects the manifest cannot rule out (the predicate's bounds on topic, partition, offset and
+timestamp against each row) and of those only the files the predicate names, as tasks of the job's runner
+(:mod:`lakesink.executor.erase_match`). Erasure is per Kafka offset: a record that matches takes every record of
+its offset with it. Dry run by default: the objects and the count per object.
 
 **The manifest.** An erased object is rewritten without the records under the same key (same format and codec; its
 keys, headers, record-metadata and Block-GZIP index files cut at the same positions:
@@ -49,30 +52,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lakesink import wiring
-from lakesink.errors import ArchiveQueryError, InvalidArgumentError, ObjectChangedError, StoreError
+from lakesink.driver.erase_plan import ErasedObject, plan
+from lakesink.errors import InvalidArgumentError, ObjectChangedError, StoreError
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest.rows import (ERASED, ERASING, REWRITTEN_NOTE, SideFile, erased_row, erasing_row, live_objects,
-                                    offset_runs, rewritten_row, tombstone_identity)
+                                    rewritten_row, tombstone_identity)
 from lakesink.store import strip_etag
 
 __all__ = ["EraseReport", "ErasedObject", "erase", "unfinished_intents"]
-
-
-@dataclass
-class ErasedObject:
-    """One live object the predicate matched: its manifest row, the erased offsets and the positions kept."""
-
-    row: Mapping[str, Any]
-    offsets: list[int]  # distinct erased offsets, ascending
-    records: int  # records the object held
-    keep: list[int] = field(default_factory=list, repr=False)  # positions of the records kept
-    all_offsets: list[int] = field(default_factory=list, repr=False)  # every record's offset
-    timestamps: list[int | None] = field(default_factory=list, repr=False)  # every record's timestamp (ms)
-    types: list[int | None] = field(default_factory=list, repr=False)  # every record's timestamp type id
-
-    @property
-    def runs(self) -> str:
-        return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in offset_runs(self.offsets))
 
 
 @dataclass
@@ -82,8 +69,9 @@ class EraseReport:
     job: str
     where: str
     run_id: str
-    scanned_objects: int = 0
+    scanned_objects: int = 0  # objects read (after the manifest pruned the others)
     scanned_records: int = 0
+    pruned: int = 0  # live objects the manifest ruled out: not read
     matched: list[ErasedObject] = field(default_factory=list)
     unfinished: list[Mapping[str, Any]] = field(default_factory=list)  # intents of earlier runs (erasing rows)
     executed: bool = False
@@ -98,10 +86,12 @@ class EraseReport:
 
 
 def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
-          hooks: Hooks = NO_HOOKS) -> EraseReport:
+          hooks: Hooks = NO_HOOKS, runner: Any = None) -> EraseReport:
     """Find (and with ``execute`` erase) the records of ``cfg.name``'s archive that ``where`` selects (see the module
-    docstring). ``hooks``: driver points ``after_stage`` (new bytes staged), ``before_commit``/``during_commit``
-    (the intent commit), ``after_intent``, ``after_replace`` (after each object's files were replaced),
+    docstring). ``runner``: runs the plan's tasks (:mod:`lakesink.runners`, or a callable returning one, called
+    only for a plan of more than one task; None: the driver reads the objects itself,
+    :mod:`lakesink.driver.erase_plan`). ``hooks``: driver points ``after_stage`` (new bytes staged),
+    ``before_commit``/``during_commit`` (the intent commit), ``after_intent``, ``after_replace`` (after each object's files were replaced),
     ``after_commit`` (the erased rows committed), ``after_delete`` (after each old version deleted)."""
     from lakesink.executor.archive_tasks import ObjectReader
     from lakesink.manifest.queries import RECORD_PREDICATE_HINT, where_predicate
@@ -122,7 +112,10 @@ def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
     if execute and report.unfinished:
         report.finished = _finish(cfg, manifest, reader, report, report.unfinished, hooks)
         rows = read_rows()
-    _plan(reader, rows, predicate, where, report)
+    found = plan(parts, sorted(live_objects(rows), key=lambda r: (r["topic"], r["kafka_partition"], r["first_offset"])),
+                 predicate, where, runner)
+    report.matched, report.pruned = found.matched, found.pruned
+    report.scanned_objects, report.scanned_records = found.scanned_objects, found.scanned_records
     if not execute:
         return report
     report.executed = True
@@ -148,96 +141,6 @@ def erase(cfg, where: str, execute: bool = False, run_id: str | None = None,
     hooks.driver("after_intent")
     report.committed = _finish(cfg, manifest, reader, report, [r.to_json() for r in intents], hooks)
     return report
-
-
-# ------------------------------------------------------------------------------------------------------- plan
-
-
-def _decoded_values(reader, obj) -> Any:
-    """The object's values decoded (dicts for JSON objects, Avro and Parquet records) as one Arrow array, or None
-    when they do not form one (mixed types)."""
-    import pyarrow as pa
-
-    from lakesink.executor.readback import read_object
-
-    try:
-        values = read_object(reader.store, reader.value_format(obj), obj)
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
-        return None
-
-
-def _plan(reader, rows: list[Mapping[str, Any]], predicate: str, where: str, report: EraseReport) -> None:
-    """Evaluate the predicate over every record of every live object: ``report.matched``."""
-    import duckdb
-    import pyarrow as pa
-
-    from lakesink.executor.archive_tasks import arrow_record_schema
-    from lakesink.manifest.duck import LOCKDOWN, to_duckdb
-
-    schema = arrow_record_schema()
-    live = sorted(live_objects(rows), key=lambda r: (r["topic"], r["kafka_partition"], r["first_offset"]))
-    query = to_duckdb(f"SELECT offset FROM records WHERE coalesce(({predicate}), false)")
-    checked = False
-    con = duckdb.connect(":memory:")  # one connection, each object's records registered in turn
-    try:
-        con.register("records", pa.table({"offset": pa.array([], pa.int64())}))
-        for statement in LOCKDOWN:
-            con.execute(statement)
-        for row in live:
-            checked = _match(reader, con, row, predicate, query, where, report, schema, checked)
-    finally:
-        con.close()
-
-
-def _match(reader, con, row: Mapping[str, Any], predicate: str, query: str, where: str, report: EraseReport,
-           schema: Any, checked: bool) -> bool:
-    """Evaluate the predicate over one object's records (``report.matched`` gets it when any match); whether the
-    predicate's type was checked."""
-    import duckdb
-    import pyarrow as pa
-
-    from lakesink.executor.readback import ArchivedObject
-    from lakesink.manifest.duck import error_line, to_duckdb
-    from lakesink.objects.formats.metadata import TIMESTAMP_TYPES
-
-    obj = ArchivedObject.from_row(row)
-    batch = reader.batch(obj, schema)
-    report.scanned_objects += 1
-    if batch is None or batch.num_rows == 0:
-        return checked
-    report.scanned_records += batch.num_rows
-    table = pa.Table.from_batches([batch]).rename_columns(
-        ["topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value_bytes", "headers"])
-    decoded = _decoded_values(reader, obj) if "value" in predicate.lower() else None
-    table = table.append_column("value", decoded if decoded is not None and len(decoded) == batch.num_rows
-                                else table.column("value_bytes"))
-    try:
-        con.register("records", table)
-        if not checked:
-            kind = con.execute(f"DESCRIBE {to_duckdb(f'SELECT ({predicate}) AS p FROM records')}").fetchall()[0][1]
-            if kind not in ("BOOLEAN", '"NULL"', "NULL"):
-                raise ArchiveQueryError(f"--where {where!r}: is a {kind.lower()}, not a boolean expression over "
-                                        f"the records' columns")
-            checked = True
-        hits = sorted({r[0] for r in con.execute(query).fetchall()})
-    except duckdb.Error as e:
-        raise ArchiveQueryError(f"--where {where!r}: {error_line(e)}") from None
-    if not hits:
-        return checked
-    if obj.value_omitted:  # a rewrite would have to keep the file's no-value-object shape: not built
-        raise InvalidArgumentError(
-            f"--where {where!r} matches {len(hits)} tombstone(s) in {row.get('object_key')}, a file of tombstones only "
-            f"(behavior.on.null.values=write, no value object): erasing tombstones is not supported yet; narrow the "
-            f"predicate (e.g. add AND value_bytes IS NOT NULL); nothing was changed")
-    offsets = batch.column(2).to_pylist()
-    gone = set(hits)
-    ts = batch.column(3).cast(pa.int64()).to_pylist()
-    types = [None if t is None else TIMESTAMP_TYPES.index(t) - 1 for t in batch.column(4).to_pylist()]
-    report.matched.append(ErasedObject(
-        row=row, offsets=hits, records=batch.num_rows, keep=[i for i, o in enumerate(offsets) if o not in gone],
-        all_offsets=offsets, timestamps=[None if t is None else t // 1000 for t in ts], types=types))
-    return checked
 
 
 # ------------------------------------------------------------------------------------------------------- stage

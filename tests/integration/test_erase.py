@@ -1,7 +1,9 @@
 """``lakesink erase --where`` against the real services (Kafka, moto S3), on buckets with versioning off and on.
 
-Local engine only: erase runs on the driver (no task: the records are read, the predicate evaluated and the objects
-rewritten by the driver process), so neither runner is involved; the archives are written by local workers.
+The plan (which records the predicate selects) runs as tasks of the job's runner: ``lakesink erase`` (the CLI runs
+here) on local workers, ``erase()`` without a runner on the driver, and one test compares both with Spark's tasks
+(the route; the matching itself is unit-tested, tests/unit/test_erase_plan.py). The rewrite and the commits run on
+the driver; the archives are written by local workers.
 
 One JSON archive per bucket kind (2 partitions, 40 records, objects of 10, keys and headers side files) walks an
 erase's life: the dry run changes nothing; the execute rewrites the matched objects under the same keys; the views
@@ -291,6 +293,30 @@ def test_every_format_is_rewritten_in_its_format(format_archives, fmt):
     with LocalRunner(1) as runner:
         rep = verify(cfg, runner=runner)
     assert rep.ok and rep.records_counted == N - 3, rep.faults
+
+
+def test_the_plan_runs_as_tasks_of_spark_and_of_local_workers(format_archives, spark):
+    """The same plan from Spark's tasks, local workers' and the driver's: the manifest rules partition 0 out, the
+    predicate reads keys and decoded Parquet values (keys the format test erases are not used)."""
+    from lakesink.runners.local import LocalRunner
+    from lakesink.runners.spark import SparkRunner
+
+    cfg = format_archives["parquet"]
+    where = "partition = 1 AND (key IN ('key-9', 'key-4') OR value.id = 11)"  # key-4 is in partition 0
+
+    def found(rep):
+        return [(m.row["object_key"], m.offsets, m.records, m.keep) for m in rep.matched], rep.pruned, rep.records
+
+    driver = found(erase(cfg, where))
+    with LocalRunner(2) as local:
+        assert found(erase(cfg, where, runner=local)) == driver
+        with pytest.raises(ArchiveQueryError, match="nope"):  # a task's error comes back as its class (exit 2)
+            erase(cfg, "partition = 1 AND nope = 1", runner=local)
+    assert found(erase(cfg, where, runner=SparkRunner(spark))) == driver
+    with pytest.raises(ArchiveQueryError, match="nope"):
+        erase(cfg, "partition = 1 AND nope = 1", runner=SparkRunner(spark))
+    (matched,), pruned, records = driver
+    assert (matched[1], pruned, records) == ([4, 5], 2, 2)  # partition 1 offsets 4 (key-9) and 5 (id 11)
 
 
 # ------------------------------------------------------------------------------------------------ crash and race
