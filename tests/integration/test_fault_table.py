@@ -438,6 +438,11 @@ covered_by("F120", "tests/integration/test_committed_offsets.py::"
 covered_by("F121", "tests/integration/test_committed_offsets.py::"
                    "test_offsets_come_back_stable_with_their_metadata_and_the_reader_never_joins")
 
+covered_by("F122", "tests/unit/test_erase_plan.py::"
+                   "test_a_bad_predicate_fails_as_before_even_when_the_manifest_prunes_nothing_or_everything")
+covered_by("F123", "tests/integration/test_erase.py::"
+                   "test_the_plan_runs_as_tasks_of_spark_and_of_local_workers")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:
