@@ -7,7 +7,9 @@ job's rows beside them), then runs every docs/sql.md query except 9 (``lag`` ask
 as its own `lakesink sql` process, the way a user types it: each process pays its own start-up. Spark runs with
 ``--engine spark`` (a cold local Spark per query, as before this route existed); once more for the Spark route
 as one `--file` process holding all the queries, which is the fairest Spark can do. Prints seconds per query and
-the ratio Spark / DuckDB, measured in this run; the issue's target is <= 2 s per DuckDB query.
+the ratio Spark / DuckDB, measured in this run; the issue's target is <= 2 s per DuckDB query. Then where a
+DuckDB process's time goes (``--phases``, default on): each query once more in a process that runs the command's
+steps one after the other, timed (wall and CPU) step by step.
 """
 from __future__ import annotations
 
@@ -87,6 +89,67 @@ def timed(argv: list[str], tree: str | None = None) -> float:
     return time.monotonic() - t0
 
 
+#: The DuckDB route's steps, timed in a process of their own (``python -c``; argv: config, query): what
+#: `lakesink sql` does, in its order, but one step after the other (the command reads the manifest in a thread
+#: while it checks the statement). Prints one JSON list of [step, wall s, CPU s].
+PHASES = r"""
+import io, json, sys, time
+def now(): return time.perf_counter(), time.process_time()
+out, t = [], now()
+def step(name):
+    global t
+    n = now(); out.append([name, n[0] - t[0], n[1] - t[1]]); t = n
+config, query = sys.argv[1], sys.argv[2]
+from lakesink.cli.main import build_parser, main
+import lakesink.runtime.client_logs, lakesink.cli.sql
+args = build_parser(["sql"]).parse_args(["sql", "--config", config, query])
+step("CLI and config modules, argv parsed")
+from lakesink.config import load_config
+cfg = load_config(config)
+step("config parsed and validated")
+from lakesink.driver import sql as dsql
+from lakesink.manifest.queries import orders_rows, query_statements
+(statement,) = query_statements(query, dsql.QUERY_NAMES)
+names = dsql.statement_names([statement])
+order = not orders_rows(statement)
+step("statement checked (sqlglot: import, parse)")
+rows = dsql.read_manifest(cfg, names=names)
+step("manifest read (delta-rs: import, log, data files)")
+class Read:  # the read above, as open_duckdb takes a started one
+    def result(self): return rows
+db = dsql.open_duckdb(cfg, with_lag=False, names=names, rows=Read())
+step("DuckDB connection, tables and views (import, transpile)")
+columns, result, _ = db.query(statement, None, order=order)
+step("query (transpile, run, fetch)")
+from lakesink.cli.output import TableResult, TextOutput
+TextOutput(io.StringIO()).render(TableResult(columns, result, []))
+step("rows rendered as text")
+print(json.dumps(out), flush=True)
+import os
+os._exit(0)  # as the command ends (lakesink.cli.process)
+"""
+
+
+def phases(config: Path, queries: dict[int, str]) -> list[tuple[str, float, float]]:
+    """Median wall and CPU seconds of each step of :data:`PHASES` over ``queries``, with the interpreter's own
+    start (the process's wall time less the steps')."""
+    import json
+
+    per: dict[str, list[tuple[float, float]]] = {}
+    for q in queries.values():
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-c", PHASES, str(config), q], capture_output=True, text=True, timeout=600,
+                           cwd=ROOT, env=ENV)
+        total = time.monotonic() - t0
+        if r.returncode != 0:
+            raise SystemExit(f"phases failed: {r.stderr.strip()[-500:]}")
+        steps = json.loads(r.stdout.splitlines()[-1])
+        per.setdefault("interpreter start and exit", []).append((total - sum(w for _n, w, _c in steps), float("nan")))
+        for name, wall, cpu in steps:
+            per.setdefault(name, []).append((wall, cpu))
+    return [(name, statistics.median(w for w, _c in v), statistics.median(c for _w, c in v)) for name, v in per.items()]
+
+
 def _f(v: float, unit: str = "", digits: int = 2) -> str:
     return "not run" if v != v else f"{v:.{digits}f}{unit}"  # NaN: the route was not run (--no-spark, no baseline)
 
@@ -102,6 +165,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the results section at the top of this file (earlier "
                                                 "sections kept below it)")
     ap.add_argument("--no-spark", action="store_true", help="the DuckDB route only (no JVM: no lock needed)")
+    ap.add_argument("--no-phases", action="store_true", help="skip the step-by-step breakdown of a DuckDB process")
     ap.add_argument("--baseline", default=None, metavar="DIR",
                     help="another checkout (e.g. the main branch) whose DuckDB route is timed too, each of its runs "
                          "right after this tree's, so both columns see the same machine load")
@@ -149,6 +213,7 @@ def main() -> None:
     spark_all = nan if args.no_spark else timed(["sql", "--config", str(cfg), "--engine", "spark", "--limit", "0",
                                                   "--file", str(qfile)])
     worst = max(d for _n, d, _s in results)
+    steps = [] if args.no_phases else phases(cfg, queries)
     lines = [
         f"# lakesink sql: DuckDB route vs Spark route ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
         "",
@@ -169,6 +234,13 @@ def main() -> None:
         "",
         f"Slowest DuckDB query: {worst:.2f} s end to end (target <= {TARGET_S:.0f} s: "
         f"{'met' if worst <= TARGET_S else 'missed'}).",
+        *(["", "Where a DuckDB process's time goes: each query once more, its steps run one after the other in one "
+               "process (`PHASES`; the command itself reads the manifest in a thread while it checks the statement), "
+               "median over the queries:", "",
+           "| step | wall s | CPU s |", "|---|---|---|",
+           *(f"| {name} | {w:.3f} | {_f(c, digits=3)} |" for name, w, c in steps),
+           f"| total | {sum(w for _n, w, _c in steps):.3f} | {sum(c for _n, _w, c in steps if c == c):.3f} |"]
+          if steps else []),
     ]
     print("\n".join(lines))
     if args.out:

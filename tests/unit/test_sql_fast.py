@@ -153,3 +153,23 @@ def test_every_doc_query_gives_the_same_rows_with_only_what_it_reads(job_file, m
                 narrow = s.run(statement, None)[0]
             columns, rows, _ = everything.query(statement, None, order=not orders_rows(statement))
             assert (narrow.columns, narrow.rows) == (columns, rows), q
+
+
+def test_the_early_manifest_read_changes_no_error(job_file, tmp_path, capsys):
+    """The manifest is read in a thread while the statement is checked: a refused statement is still the error a
+    user sees (exit 2) even when the manifest is missing too, and a missing manifest is still its one line (exit
+    5) for a good statement, raised in the command's thread."""
+    from lakesink.cli.main import main
+
+    missing = tmp_path / "job.properties"
+    missing.write_text("\n".join(ln if not ln.startswith("manifest.location=") else
+                                 f"manifest.location={tmp_path / 'none'}" for ln in open(job_file).read().splitlines()))
+    assert main(["sql", "--config", str(missing), "DROP TABLE objects"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "DROP is not a query" in err[0], err
+    assert main(["sql", "--config", str(missing), "SELECT count(*) FROM objects"]) == 5
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("lakesink: error: no manifest table at "), err
+    with SqlSession(load_config(job_file), engine="duckdb") as s:  # a read the first statements' names cover
+        assert s.run("SELECT count(*) FROM gaps")[0].rows == [(1,)]
+        assert s._early is None and "objects" not in s._db.names
