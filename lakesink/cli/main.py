@@ -1,7 +1,8 @@
 """The `lakesink` command: the parser, the dispatch and the error handling.
 
-Each subcommand lives in its own module (``check``, ``sink``, ``vacuum``, ``restore``, ``demo``, ``dev``) with an
-``add_parser(sub)`` that registers it; its handler ``func(args, output)`` RETURNS its result (a dataclass
+Each subcommand lives in its own module (``check``, ``sink``, ``vacuum``, ``restore``, ``demo``, ``dev``, ...:
+:data:`COMMANDS`) with an ``add_parser(sub)`` that registers it, imported only when argv names it (all of them
+for ``--help``); its handler ``func(args, output)`` RETURNS its result (a dataclass
 from :mod:`lakesink.cli.output`, or an int exit status) and the :class:`~lakesink.cli.output.Output`
 chosen by the global ``--format`` renders it. Subcommands import their heavy modules (pyspark, boto3)
 lazily, so ``check`` and ``--help`` stay fast.
