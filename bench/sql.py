@@ -8,8 +8,8 @@ as its own `lakesink sql` process, the way a user types it: each process pays it
 ``--engine spark`` (a cold local Spark per query, as before this route existed); once more for the Spark route
 as one `--file` process holding all the queries, which is the fairest Spark can do. Prints seconds per query and
 the ratio Spark / DuckDB, measured in this run; the issue's target is <= 2 s per DuckDB query. Then where a
-DuckDB process's time goes (``--phases``, default on): each query once more in a process that runs the command's
-steps one after the other, timed (wall and CPU) step by step.
+DuckDB process's time goes (unless ``--no-phases``): each query once more in a process that runs the command's
+steps, timed (wall and CPU) step by step.
 """
 from __future__ import annotations
 
@@ -90,8 +90,7 @@ def timed(argv: list[str], tree: str | None = None) -> float:
 
 
 #: The DuckDB route's steps, timed in a process of their own (``python -c``; argv: config, query): what
-#: `lakesink sql` does, in its order, but one step after the other (the command reads the manifest in a thread
-#: while it checks the statement). Prints one JSON list of [step, wall s, CPU s].
+#: `lakesink sql` does, in its order. Prints one JSON list of [step, wall s, CPU s].
 PHASES = r"""
 import io, json, sys, time
 def now(): return time.perf_counter(), time.process_time()
@@ -115,9 +114,7 @@ order = not orders_rows(statement)
 step("statement checked (sqlglot: import, parse)")
 rows = dsql.read_manifest(cfg, names=names)
 step("manifest read (delta-rs: import, log, data files)")
-class Read:  # the read above, as open_duckdb takes a started one
-    def result(self): return rows
-db = dsql.open_duckdb(cfg, with_lag=False, names=names, rows=Read())
+db = dsql.open_duckdb(cfg, with_lag=False, names=names, rows=rows)
 step("DuckDB connection, tables and views (import, transpile)")
 columns, result, _ = db.query(statement, None, order=order)
 step("query (transpile, run, fetch)")
@@ -234,9 +231,8 @@ def main() -> None:
         "",
         f"Slowest DuckDB query: {worst:.2f} s end to end (target <= {TARGET_S:.0f} s: "
         f"{'met' if worst <= TARGET_S else 'missed'}).",
-        *(["", "Where a DuckDB process's time goes: each query once more, its steps run one after the other in one "
-               "process (`PHASES`; the command itself reads the manifest in a thread while it checks the statement), "
-               "median over the queries:", "",
+        *(["", "Where a DuckDB process's time goes: each query once more, its steps timed one by one in one "
+               "process (`PHASES`), median over the queries:", "",
            "| step | wall s | CPU s |", "|---|---|---|",
            *(f"| {name} | {w:.3f} | {_f(c, digits=3)} |" for name, w, c in steps),
            f"| total | {sum(w for _n, w, _c in steps):.3f} | {sum(c for _n, _w, c in steps if c == c):.3f} |"]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT",
            "QUERY_NAMES", "ENGINES", "sql_engine", "open_duckdb", "statement_names", "manifest_columns", "SqlSession", "run_queries",
-           "read_manifest", "ManifestRead"]
+           "read_manifest"]
 
 DEFAULT_LIMIT = 1000
 #: What a query may read, on either engine.
@@ -310,41 +310,8 @@ def read_manifest(cfg: "SinkConfig", *, all_jobs: bool = False, names: set[str] 
                          native=True)
 
 
-class ManifestRead:
-    """:func:`read_manifest` started in a thread, for statements reading ``names``: delta-rs reads the files in
-    Rust threads without the GIL while this one imports and runs sqlglot on the statements (a third of a one-query
-    ``lakesink sql`` process, 0.1-0.2 s, overlapped). :meth:`result` waits and gives the rows, or raises what the
-    read raised, in the caller's thread."""
-
-    def __init__(self, cfg: "SinkConfig", *, all_jobs: bool = False, names: set[str] | None = None):
-        import threading
-
-        self.names = names
-        self._out: list[Any] = []
-        self._error: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, args=(cfg, all_jobs, names), daemon=True,
-                                        name="lakesink-manifest-read")
-        self._thread.start()
-
-    def _run(self, cfg: "SinkConfig", all_jobs: bool, names: set[str] | None) -> None:
-        try:
-            self._out.append(read_manifest(cfg, all_jobs=all_jobs, names=names))
-        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            self._error.append(e)
-
-    def covers(self, names: set[str] | None) -> bool:
-        """Whether the rows hold every column statements reading ``names`` need."""
-        return self.names is None or (names is not None and names <= self.names)
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error:
-            raise self._error[0].with_traceback(None)
-        return self._out[0]
-
-
 def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = True, names: set[str] | None = None,
-                rows: "ManifestRead | None" = None):
+                rows: Any = None):
     """A :class:`lakesink.manifest.duck.DuckViews` of ``cfg``'s path manifest (read by delta-rs), its metrics
     table and, ``with_lag``, the broker's end offsets: the config's job's rows only unless ``all_jobs``.
 
@@ -353,11 +320,11 @@ def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = T
     manifest read and each view's transpilation are most of a one-query ``lakesink sql`` process's time. The
     manifest is handed to DuckDB as delta-rs returns it: pyarrow (and numpy with it) is imported only for the
     metrics and groups tables and the broker's end offsets, when a statement reads them. ``rows``: the manifest
-    read already started for these statements (:class:`ManifestRead`, covering ``names``)."""
+    already read for these ``names`` (:func:`read_manifest`), else it is read here."""
     from lakesink.manifest.duck import DuckViews
 
     reads = None if names is None else _reads(names)
-    rows = rows.result() if rows is not None else read_manifest(cfg, all_jobs=all_jobs, names=names)
+    rows = rows if rows is not None else read_manifest(cfg, all_jobs=all_jobs, names=names)
     tables = {MANIFEST: rows}
     if reads is None or METRICS in reads:
         tables[METRICS] = _metrics_arrow(cfg, all_jobs)
@@ -389,7 +356,6 @@ class SqlSession:
         self._db: Any = None
         self._db_lag = False
         self._db_names: set[str] = set()  # what the open connection holds (statement_names of what it was opened for)
-        self._early: ManifestRead | None = None  # the first statements' manifest read, started before their check
         self._views: bool | None = None  # Spark: None until registered, then whether with lag
 
     def _duck(self, with_lag: bool, names: set[str]):
@@ -399,19 +365,13 @@ class SqlSession:
                 self._db.close()
             with_lag = with_lag or self._db_lag
             self._db_names |= names
-            early, self._early = self._early, None
-            self._db = open_duckdb(self.cfg, all_jobs=self.all_jobs, with_lag=with_lag, names=self._db_names,
-                                   rows=early if early is not None and early.covers(self._db_names) else None)
+            self._db = open_duckdb(self.cfg, all_jobs=self.all_jobs, with_lag=with_lag, names=self._db_names)
             self._db_lag = with_lag
         return self._db
 
     def run(self, text: str, limit: int | None = DEFAULT_LIMIT) -> list[QueryResult]:
         """Every statement of ``text`` (``;``-separated), in order; at most ``limit`` rows each (None: all).
-        Every statement is checked before the first runs (the first time, the manifest is being read meanwhile:
-        the columns the names in ``text`` may need, as :func:`statement_names` finds them in the unchecked text,
-        a superset of what it finds in the checked statements; nothing from the read is used unless they pass)."""
-        if self.engine == "duckdb" and self._db is None and self._early is None:
-            self._early = ManifestRead(self.cfg, all_jobs=self.all_jobs, names=statement_names([text]))
+        Every statement is checked before the first runs."""
         statements = query_statements(text, QUERY_NAMES)
         results = []
         if self.engine == "duckdb":

@@ -155,10 +155,9 @@ def test_every_doc_query_gives_the_same_rows_with_only_what_it_reads(job_file, m
             assert (narrow.columns, narrow.rows) == (columns, rows), q
 
 
-def test_the_early_manifest_read_changes_no_error(job_file, tmp_path, capsys):
-    """The manifest is read in a thread while the statement is checked: a refused statement is still the error a
-    user sees (exit 2) even when the manifest is missing too, and a missing manifest is still its one line (exit
-    5) for a good statement, raised in the command's thread."""
+def test_a_refused_statement_is_the_error_before_a_missing_manifest(job_file, tmp_path, capsys):
+    """The statements are checked before the manifest is read: a refused statement is the error a user sees (exit
+    2) even when the manifest is missing too; a missing manifest is one line (exit 5) for a good statement."""
     from lakesink.cli.main import main
 
     missing = tmp_path / "job.properties"
@@ -170,6 +169,3 @@ def test_the_early_manifest_read_changes_no_error(job_file, tmp_path, capsys):
     assert main(["sql", "--config", str(missing), "SELECT count(*) FROM objects"]) == 5
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("lakesink: error: no manifest table at "), err
-    with SqlSession(load_config(job_file), engine="duckdb") as s:  # a read the first statements' names cover
-        assert s.run("SELECT count(*) FROM gaps")[0].rows == [(1,)]
-        assert s._early is None and "objects" not in s._db.names
