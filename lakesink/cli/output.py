@@ -14,13 +14,24 @@ import json
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import asdict, is_dataclass
-from typing import Any, Callable, TextIO
-
-from lakesink.devstack.cli import DevResult
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from lakesink.cli.results import (CheckResult, DemoResult, HandoverResult, ImportResult, RestoreResult,  # noqa: F401
                                   SchemaCheckResult, SchemaHistoryResult, SinkResult, StatusResult, TableResult,
                                   TranslateResult, VacuumResult)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lakesink.devstack.cli import DevResult
+
+
+def __getattr__(name: str) -> Any:
+    """``DevResult`` (:mod:`lakesink.devstack.cli`) on first use: importing it with this module cost every command
+    the dev stack's modules."""
+    if name == "DevResult":
+        from lakesink.devstack.cli import DevResult
+
+        return DevResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------------------- outputs
@@ -51,9 +62,11 @@ class Output(ABC):
         """Dispatch on the result's type; ``None`` renders nothing."""
         if result is None:
             return
+        dev = sys.modules.get("lakesink.devstack.cli")  # not imported (0.04 s): the result is no DevResult
         for typ, method in ((CheckResult, self.check), (SinkResult, self.sink), (VacuumResult, self.vacuum),
                             (RestoreResult, self.restore), (ImportResult, self.manifest_import),
-                            (HandoverResult, self.handover), (DemoResult, self.demo), (DevResult, self.dev),
+                            (HandoverResult, self.handover), (DemoResult, self.demo),
+                            *(((dev.DevResult, self.dev),) if dev is not None else ()),
                             (SchemaHistoryResult, self.schema_history), (SchemaCheckResult, self.schema_check),
                             (TableResult, self.table), (StatusResult, self.status),
                             (TranslateResult, self.translated)):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lakesink import wiring
 from lakesink.errors import ArchiveQueryError, InvalidArgumentError, ManifestError
 from lakesink.manifest.rows import TOMBSTONE_KINDS
-from lakesink.manifest.views import LIVE_OBJECT
+from lakesink.manifest.views import LIVE_OBJECT, LIVE_OBJECTS
 from lakesink.executor.readback import (FIELDS, NO_CUT, ArchivedObject, Cut, RestoredRecord, iter_objects,
                                         read_object, read_records)
 
@@ -118,7 +118,7 @@ def _split_in_duckdb(cfg: "SinkConfig", manifest: Any, predicate: str | None,
         raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
     chosen = "true" if predicate is None else f"coalesce(({predicate}), false)"
     # live objects only: an expired object (superseded by its tombstone) is gone, not an error
-    query = (f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM manifest m "
+    query = (f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM {LIVE_OBJECTS} "
              f"WHERE {LIVE_OBJECT}")
     with DuckViews({"manifest": manifest.scan(job=cfg.name)}) as db:
         try:

@@ -22,7 +22,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakesink.driver.archive import manifest_frame, query_error_line, resolve_source
 from lakesink.errors import ArchiveQueryError, InvalidArgumentError
 from lakesink.manifest.queries import orders_rows, query_statements
 from lakesink.manifest.views import (CONSUMER_GROUPS, END_OFFSET_COLUMNS, END_OFFSETS, MANIFEST, METRICS, VIEWS,
@@ -34,7 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from lakesink.config import SinkConfig
 
 __all__ = ["QueryResult", "register_views", "register_metrics", "sql", "run_query", "end_offset_rows", "DEFAULT_LIMIT",
-           "QUERY_NAMES", "ENGINES", "sql_engine", "open_duckdb", "statement_names", "manifest_columns", "SqlSession", "run_queries"]
+           "QUERY_NAMES", "ENGINES", "sql_engine", "open_duckdb", "statement_names", "manifest_columns", "SqlSession", "run_queries",
+           "read_manifest"]
 
 DEFAULT_LIMIT = 1000
 #: What a query may read, on either engine.
@@ -71,6 +71,8 @@ def register_views(spark: "SparkSession", config_or_manifest: Any, *, config: An
     ``with_lag=False`` leaves out ``end_offsets`` and ``lag`` (no broker call)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType, IntegerType
+
+    from lakesink.driver.archive import manifest_frame, resolve_source
 
     cfg, manifest = resolve_source(spark, config_or_manifest, config)
     mdf = manifest_frame(spark, manifest)
@@ -201,6 +203,8 @@ def statement_frame(spark: "SparkSession", statement: str) -> "DataFrame":
     """``statement`` (checked by :func:`query_statements`) on the views already registered, analysed now."""
     from pyspark.errors import AnalysisException, ParseException
 
+    from lakesink.driver.archive import query_error_line
+
     try:
         df = spark.sql(statement)
         df.schema  # analysis is lazy on Spark Connect: fail here, not when collecting
@@ -220,6 +224,8 @@ def run_query(spark: "SparkSession", config_or_manifest: Any, query: str, *, con
 def collect(df: "DataFrame", query: str, limit: int | None) -> QueryResult:
     """At most ``limit`` rows of ``query``'s frame ``df``, ordered by its columns when ``query`` has no ORDER BY."""
     from pyspark.errors import AnalysisException, ParseException
+
+    from lakesink.driver.archive import query_error_line
 
     try:
         if not orders_rows(query):  # the caller checked it is one query
@@ -291,7 +297,21 @@ def manifest_columns(names: set[str]) -> list[str] | None:
     return [c for c in COLUMN_NAMES if c in words]
 
 
-def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = True, names: set[str] | None = None):
+def read_manifest(cfg: "SinkConfig", *, all_jobs: bool = False, names: set[str] | None = None) -> Any:
+    """The rows of ``cfg``'s path manifest that :func:`open_duckdb` hands DuckDB for statements reading ``names``
+    (None: every column): the config's job's only unless ``all_jobs``, as delta-rs returns them (an arro3 table)."""
+    from lakesink import wiring
+    from lakesink.errors import ManifestError
+
+    manifest = wiring.manifest(cfg)
+    if not manifest.exists():
+        raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
+    return manifest.scan(job=None if all_jobs else cfg.name, columns=None if names is None else manifest_columns(names),
+                         native=True)
+
+
+def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = True, names: set[str] | None = None,
+                rows: Any = None):
     """A :class:`lakesink.manifest.duck.DuckViews` of ``cfg``'s path manifest (read by delta-rs), its metrics
     table and, ``with_lag``, the broker's end offsets: the config's job's rows only unless ``all_jobs``.
 
@@ -299,17 +319,12 @@ def open_duckdb(cfg: "SinkConfig", *, all_jobs: bool = False, with_lag: bool = T
     (and what those views read) are registered, and only the manifest columns those views read are read -- the
     manifest read and each view's transpilation are most of a one-query ``lakesink sql`` process's time. The
     manifest is handed to DuckDB as delta-rs returns it: pyarrow (and numpy with it) is imported only for the
-    metrics and groups tables and the broker's end offsets, when a statement reads them."""
-    from lakesink import wiring
-    from lakesink.errors import ManifestError
+    metrics and groups tables and the broker's end offsets, when a statement reads them. ``rows``: the manifest
+    already read for these ``names`` (:func:`read_manifest`), else it is read here."""
     from lakesink.manifest.duck import DuckViews
 
     reads = None if names is None else _reads(names)
-    manifest = wiring.manifest(cfg)
-    if not manifest.exists():
-        raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
-    rows = manifest.scan(job=None if all_jobs else cfg.name, columns=None if names is None else manifest_columns(names),
-                         native=True)
+    rows = rows if rows is not None else read_manifest(cfg, all_jobs=all_jobs, names=names)
     tables = {MANIFEST: rows}
     if reads is None or METRICS in reads:
         tables[METRICS] = _metrics_arrow(cfg, all_jobs)

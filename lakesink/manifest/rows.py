@@ -316,7 +316,7 @@ def tombstone_identity(row: Mapping[str, Any]) -> tuple:
 
 def live_objects(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The object rows among ``rows`` (dicts of columns) that no tombstone supersedes: what the archive holds.
-    The one Python rule; :data:`lakesink.manifest.views.LIVE_OBJECT` is the same rule in SQL."""
+    The one Python rule; :data:`lakesink.manifest.views.LIVE_OBJECTS` is the same rule in SQL."""
     rows = list(rows)
     gone = {tombstone_identity(r) for r in rows if r.get("kind") in TOMBSTONE_KINDS}
     return [r for r in rows if r.get("kind") == OBJECT and tombstone_identity(r) not in gone]

@@ -58,19 +58,25 @@ FROM {MANIFEST}
 GROUP BY job, topic, kafka_partition
 """
 
-#: The condition on a manifest row aliased ``m`` that it is an object no tombstone (an ``expired`` row of the same job,
-#: topic, partition, key and ETag) supersedes: the SQL form of :func:`lakesink.manifest.rows.live_objects`.
-LIVE_OBJECT = f"""m.kind = 'object' AND NOT EXISTS (
-  SELECT 1 FROM {MANIFEST} t WHERE t.kind IN ('expired', 'erased') AND t.job = m.job AND t.topic = m.topic
+#: The manifest's live objects as a ``FROM`` clause: its rows (aliased ``m``) that no tombstone (an ``expired`` or
+#: ``erased`` row of the same job, topic, partition, key and ETag) supersedes, to be completed by
+#: ``WHERE m.kind = 'object'`` (:data:`LIVE_OBJECT`): the SQL form of :func:`lakesink.manifest.rows.live_objects`.
+#: An anti join, not ``NOT EXISTS``: DuckDB runs that correlated subquery as a grouping of every row's key (0.1 s
+#: of CPU at 100k rows, per query reading ``objects``); both engines run the anti join as one hash join, and only
+#: ``m``'s columns are in scope after it (an unqualified column is the manifest row's).
+LIVE_OBJECTS = f"""{MANIFEST} m LEFT ANTI JOIN {MANIFEST} t
+  ON t.kind IN ('expired', 'erased') AND t.job = m.job AND t.topic = m.topic
     AND t.kafka_partition = m.kafka_partition AND t.object_key = m.object_key
-    AND coalesce(t.etag, '') = coalesce(m.etag, ''))"""
+    AND coalesce(t.etag, '') = coalesce(m.etag, '')"""
+#: The condition completing :data:`LIVE_OBJECTS`.
+LIVE_OBJECT = "m.kind = 'object'"
 
 OBJECTS = f"""
 SELECT job, topic, kafka_partition, first_offset, last_offset, record_count, encoded_partition,
        object_uri AS uri, object_key, format, compression, size_bytes, etag, version_id,
        min_timestamp, max_timestamp, schema_subject, schema_version, schema_id,
        range_start, range_end, batch_id, committed_at
-FROM {MANIFEST} m
+FROM {LIVE_OBJECTS}
 WHERE {LIVE_OBJECT}
 """
 

@@ -106,6 +106,32 @@ def test_a_local_manifest_needs_no_boto3_no_pyarrow_and_no_jvm(job_file):
                                             {"kafka_partition": 1, "next_offset": 12}]
 
 
+#: What the `lakesink sql` process on a local path manifest must not import: the Spark route, pandas and numpy (with
+#: pyarrow), boto3, Great Expectations, the dev stack, the executor, and the other subcommands' modules.
+HEAVY = ("pyspark", "py4j", "great_expectations", "pandas", "numpy", "pyarrow", "boto3", "botocore",
+         "lakesink.devstack", "lakesink.executor", "lakesink.driver.archive", "lakesink.driver.validate")
+
+
+def test_the_sql_command_imports_nothing_it_does_not_use(job_file):
+    """The `lakesink sql` command in a process of its own, as the entry point runs it (:func:`main`, then the
+    modules it left in ``sys.modules``): none of :data:`HEAVY`, and no other subcommand's module (the CLI imports
+    only the command argv names). Each of them cost the one-query process 0.02-0.3 s."""
+    from lakesink.cli.main import COMMANDS
+
+    code = ("import json, sys\nfrom lakesink.cli.main import main\n"
+            f"rc = main(['--format', 'json', 'sql', '--config', {job_file!r}, "
+            "'SELECT kafka_partition, next_offset FROM committed_offsets'])\n"
+            "print(json.dumps([rc, sorted(sys.modules)]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = r.stdout.splitlines()
+    rc, modules = json.loads(lines[-1])
+    assert rc == 0, r.stderr
+    assert json.loads(lines[0])["rows"][0] == {"kafka_partition": 0, "next_offset": 6}
+    assert {"lakesink.cli.sql", "duckdb", "deltalake", "sqlglot"} <= set(modules)
+    others = {f"lakesink.cli.{c}" for c in COMMANDS if c != "sql"}
+    assert [m for m in modules if m.split(".")[0] in HEAVY or m.startswith(HEAVY) or m in others] == []
+
+
 def test_every_doc_query_gives_the_same_rows_with_only_what_it_reads(job_file, monkeypatch):
     """Narrowing changes nothing a query sees: each docs/sql.md query (on its own connection holding only what it
     reads) returns the rows it returns on a connection holding every table, view and column."""
@@ -127,3 +153,19 @@ def test_every_doc_query_gives_the_same_rows_with_only_what_it_reads(job_file, m
                 narrow = s.run(statement, None)[0]
             columns, rows, _ = everything.query(statement, None, order=not orders_rows(statement))
             assert (narrow.columns, narrow.rows) == (columns, rows), q
+
+
+def test_a_refused_statement_is_the_error_before_a_missing_manifest(job_file, tmp_path, capsys):
+    """The statements are checked before the manifest is read: a refused statement is the error a user sees (exit
+    2) even when the manifest is missing too; a missing manifest is one line (exit 5) for a good statement."""
+    from lakesink.cli.main import main
+
+    missing = tmp_path / "job.properties"
+    missing.write_text("\n".join(ln if not ln.startswith("manifest.location=") else
+                                 f"manifest.location={tmp_path / 'none'}" for ln in open(job_file).read().splitlines()))
+    assert main(["sql", "--config", str(missing), "DROP TABLE objects"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "DROP is not a query" in err[0], err
+    assert main(["sql", "--config", str(missing), "SELECT count(*) FROM objects"]) == 5
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("lakesink: error: no manifest table at "), err
