@@ -173,6 +173,7 @@ def test_erase_dry_run_execute_audit_and_time_travel(archive, s3, kafka):
     assert stored_versions(s3, bucket) == after and len(sql_rows(path, "SELECT * FROM erasures")) == 1
 
 
+@pytest.mark.parametrize("archive", ["unversioned"], indirect=True)  # refused before any store call
 def test_a_bad_predicate_is_one_line_with_exit_2(archive):
     for where, says in (("nope = 1", "nope"), ("offset + 1", "not a boolean"),
                         ("offset IN (SELECT 1)", "subquer")):
@@ -183,6 +184,7 @@ def test_a_bad_predicate_is_one_line_with_exit_2(archive):
         assert "Traceback" not in out
 
 
+@pytest.mark.parametrize("archive", ["unversioned"], indirect=True)  # verify reads the recorded versions alike
 def test_verify_names_an_erased_offset_an_object_still_holds(archive):
     """An ``erased`` row naming an offset a live object holds (what a botched rewrite would leave) is a fault."""
     cfg = SinkConfig.from_dict(archive["raw"])
