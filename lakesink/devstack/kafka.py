@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lakesink.devstack import (LOOPBACK, check_java, classpath, ensure_port_free, free_port, jars_dir, log_tail,
                                register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
-from lakesink.devstack.service import JvmService
+from lakesink.devstack.service import JvmService, jvm_options
 from lakesink.errors import DevStackError
 
 KAFKA_JARS_ENV = "LAKESINK_KAFKA_JARS_DIR"
@@ -191,7 +191,7 @@ class KafkaBroker(JvmService):
         props = self.data_dir / "server.properties"
         props.write_text(self._properties(logs))
         self.cluster_id = random_cluster_id()
-        jvm = [java, "-Xms128m", f"-Xmx{self.heap}", "-Djava.awt.headless=true",
+        jvm = [java, "-Xms128m", f"-Xmx{self.heap}", "-Djava.awt.headless=true", *jvm_options(),
                f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", "-cp", cp]
 
         already_formatted = (logs / "meta.properties").exists()

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from lakesink.devstack import LOOPBACK, check_java, ensure_port_free, free_port, jars_dir, spawn, terminate, unregister_for_exit
-from lakesink.devstack.service import JvmService
+from lakesink.devstack.service import JvmService, jvm_options
 from lakesink.errors import DevStackError
 
 REGISTRY_DIR_ENV = "LAKESINK_REGISTRY_DIR"
@@ -99,7 +99,7 @@ class SchemaRegistry(JvmService):
         while self.management_port == self.port:
             self.management_port = free_port()
         self.work_dir = Path(tempfile.mkdtemp(prefix="lakesink-registry-"))
-        argv = [java, f"-Xmx{self.heap}", "-Djava.awt.headless=true",
+        argv = [java, f"-Xmx{self.heap}", "-Djava.awt.headless=true", *jvm_options(),
                 f"-Dquarkus.http.host={LOOPBACK}", f"-Dquarkus.http.port={self.port}",
                 f"-Dquarkus.management.host={LOOPBACK}", f"-Dquarkus.management.port={self.management_port}",
                 "-jar", str(jar)]

@@ -15,6 +15,15 @@ from lakesink.errors import DevStackError
 
 BIND_RACE = ("Address already in use", "Port already bound")
 
+#: extra JVM options of the devstack's services (space-separated), e.g. ``-XX:TieredStopAtLevel=1`` where many
+#: short-lived brokers start (the test suite), and C2's faster code never pays for its compile time
+JVM_OPTIONS_ENV = "LAKESINK_DEV_JVM_OPTIONS"
+
+
+def jvm_options() -> list[str]:
+    """The services' extra JVM options from ``$LAKESINK_DEV_JVM_OPTIONS`` (none when unset)."""
+    return os.environ.get(JVM_OPTIONS_ENV, "").split()
+
 
 class JvmService:
     """Base of :class:`~lakesink.devstack.kafka.KafkaBroker` and :class:`~lakesink.devstack.registry.SchemaRegistry`.

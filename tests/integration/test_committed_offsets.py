@@ -13,6 +13,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lakesink.devstack.kafka import KafkaBroker
@@ -39,8 +40,10 @@ def test_a_broker_that_has_just_started_never_crashes_the_reader():
             print("read", len(got))
         """)
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, cwd=ROOT)
+        jvm = psutil.Process(broker.pid).cmdline()  # the suite's brokers run C1 only (tests/conftest.py)
     finally:
         broker.stop()
+    assert "-XX:TieredStopAtLevel=1" in jvm and "-XX:+UseSerialGC" in jvm, jvm
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
     assert run.stdout.strip() == "read 12"
 
