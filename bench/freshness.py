@@ -520,7 +520,7 @@ def measure(cfg_file: Path, job: str, produced: dict, args, interval_s: float, r
         "polls_per_batch_line": [{"at_s": round(t - w0 / 1000, 3), "batch_id": b["batch_id"],
                                   "records_read": b.get("records_read"), "records": b["records"],
                                   "seconds": b.get("seconds")} for t, b in reader.batches],
-        "records_read": sum(b.get("records_read", 0) for b in cont),
+        "records_read": sum(b.get("records_read") or 0 for _t, b in reader.batches),  # every poll's reads
         "records_committed": sum(b["records"] for b in cont),
         "batch_seconds": summary([m["seconds_total"] for m in batch_rows.values()]),
         "archive_seconds": summary([m["seconds_archive"] or 0 for m in batch_rows.values()]),
@@ -546,9 +546,13 @@ def report(args, f: dict, reader: BatchReader, work: Path) -> None:
     batches_by_minute: dict[int, list] = {}
     for b in f.get("per_batch", []):
         batches_by_minute.setdefault(int(b["start_s"] // 60), []).append(b)
+    read_by_minute: dict[int, int] = {}  # every poll's reads, the polls that closed no file included
+    for b in f.get("polls_per_batch_line", []):
+        m = int(b["at_s"] // 60)
+        read_by_minute[m] = read_by_minute.get(m, 0) + (b["records_read"] or 0)
     print("\nper minute of record time (freshness) and of wall time (batches started, CPU as % of one core: the "
           "sink's process tree, the producer, broker + moto, other processes, hypervisor steal):")
-    print("| minute | records | p50 s | p99 s | max s | batches | max archive s | records read | sink CPU % "
+    print("| minute | records | p50 s | p99 s | max s | committing batches | max archive s | records read | sink CPU % "
           "| producer CPU % | broker+moto CPU % | other CPU % | steal % |")
     print("|---:|" + "---:|" * 12)
     for m in f["per_minute"]:
@@ -556,7 +560,7 @@ def report(args, f: dict, reader: BatchReader, work: Path) -> None:
         bs = batches_by_minute.get(m["minute"], [])
         print(f"| {m['minute']} | {m['n']:,} | {m['p50'] / 1000:.2f} | {m['p99'] / 1000:.2f} | {m['max'] / 1000:.2f} "
               f"| {len(bs)} | {max((b['archive'] or 0 for b in bs), default=0):.2f} "
-              f"| {sum(b['records_read'] for b in bs):,} | {c.get('sink', 0):.0f} | {c.get('producer', 0):.0f} "
+              f"| {read_by_minute.get(m['minute'], 0):,} | {c.get('sink', 0):.0f} | {c.get('producer', 0):.0f} "
               f"| {c.get('broker', 0) + c.get('moto', 0):.0f} | {c.get('other', 0):.0f} | {c.get('steal', 0):.0f} |")
     if f["breakdown"]:
         print("\nwhere the time goes (mean seconds per record; the parts add up to the freshness):")
@@ -567,8 +571,9 @@ def report(args, f: dict, reader: BatchReader, work: Path) -> None:
     b, a = f["batch_seconds"], f["archive_seconds"]
     print(f"\n{f['batches']} committed batches of {f['polls']} polls; batch seconds p50 {b['p50']:.2f} p99 "
           f"{b['p99']:.2f} max {b['max']:.2f} (archive p50 {a['p50']:.2f} max {a['max']:.2f}); records read "
-          f"{f['records_read']:,} for {f['records_committed']:,} committed ({f['records_read'] / max(1, f['records_committed']):.2f}x: "
-          f"open files are read again by each poll until they close)")
+          f"{f['records_read']:,} by all polls for {f['records_committed']:,} committed "
+          f"({f['records_read'] / max(1, f['records_committed']):.2f}x: open files are read again by each poll until "
+          f"they close)")
     eo = "exactly once" if not f["exactly_once_problems"] and f["archived"] == p["acked"] else "NOT exactly once"
     print(f"archived {f['archived']:,} records of {p['acked']:,} acknowledged (Kafka end offsets "
           f"{sum(f['ends'].values()):,}): {eo} {f['exactly_once_problems'] or ''}")
