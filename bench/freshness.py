@@ -29,7 +29,9 @@ up to its freshness exactly (:func:`components`):
 * ``plan`` (with ``session``), ``archive``: that batch's phases (the metrics table, ``lakesink.manifest.metrics``);
 * ``commit``: the rest, to the Delta commit's timestamp (pre-commit checks, the commit).
 
-A batch's start is its metrics row's ``committed_at`` minus its ``seconds_total``. Exactly once: per partition the
+A batch's start is its metrics row's ``committed_at`` minus its ``seconds_total``. Every 5 s it samples the CPU
+of the sink's process tree, the producer, the broker and moto, and the machine's (/proc/stat): the per-minute
+table shows how much of the machine other processes took (a shared machine) and the hypervisor's steal. Exactly once: per partition the
 offsets of all metadata side files are exactly ``0 .. end-1``, each once, and their count is what the broker
 acknowledged to the producer. Not part of CI (it runs for the ``--minutes`` given, plus ~2 min).
 """
