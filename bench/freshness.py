@@ -31,9 +31,10 @@ up to its freshness exactly (:func:`components`):
 
 A batch's start is its metrics row's ``committed_at`` minus its ``seconds_total``. Every 5 s it samples the CPU
 of the sink's process tree, the producer, the broker and moto, and the machine's (/proc/stat): the per-minute
-table shows how much of the machine other processes took (a shared machine) and the hypervisor's steal. Exactly once: per partition the
-offsets of all metadata side files are exactly ``0 .. end-1``, each once, and their count is what the broker
-acknowledged to the producer. Not part of CI (it runs for the ``--minutes`` given, plus ~2 min).
+table shows how much of the machine other processes took (a shared machine) and the hypervisor's steal.
+Exactly once: per partition the offsets of all metadata side files are exactly ``0 .. end-1``, each once, and
+their count is what the broker acknowledged to the producer. Not part of CI (it runs for the ``--minutes``
+given, plus ~3 min).
 """
 from __future__ import annotations
 
@@ -137,7 +138,8 @@ def batch_times(commit_ms: float, metrics_committed_ms: float, seconds: dict) ->
     ``seconds_*`` phases): it started ``seconds_total`` before the metrics row was built."""
     total = seconds.get("total") or 0.0
     plan = (seconds.get("plan") or 0.0) + (seconds.get("session") or 0.0)
-    return BatchTimes(commit_ms, metrics_committed_ms - total * 1000, plan * 1000, (seconds.get("archive") or 0.0) * 1000)
+    archive = seconds.get("archive") or 0.0
+    return BatchTimes(commit_ms, metrics_committed_ms - total * 1000, plan * 1000, archive * 1000)
 
 
 def components(ts_ms, object_max_ms, batch: BatchTimes) -> dict[str, np.ndarray]:
