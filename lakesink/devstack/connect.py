@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lakesink.devstack import LOOPBACK, check_java, ensure_port_free, free_port, spawn, terminate, unregister_for_exit
-from lakesink.devstack.service import JvmService
+from lakesink.devstack.service import JvmService, jvm_options
 from lakesink.errors import DevStackError
 from lakesink.store.settings import S3Settings
 
@@ -106,7 +106,7 @@ class SparkConnectServer(JvmService):
             "spark.sql.warehouse.dir": str(self.work_dir / "warehouse"),
             "spark.sql.shuffle.partitions": "2",
             "spark.databricks.delta.snapshotPartitions": "2",
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.work_dir}",
+            "spark.driver.extraJavaOptions": " ".join([f"-Dderby.system.home={self.work_dir}", *jvm_options()]),
         }
         if self.s3 is not None:
             conf.update({f"spark.hadoop.{k}": v for k, v in self.s3.hadoop_conf().items() if k != _PROVIDER_KEY})

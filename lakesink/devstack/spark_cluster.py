@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from lakesink.devstack import (LOOPBACK, check_java, free_port, log_tail, register_for_exit, spawn, terminate, unregister_for_exit, wait_until)
+from lakesink.devstack.service import jvm_options
 from lakesink.errors import DevStackError
 
 
@@ -74,6 +75,8 @@ class StandaloneCluster:
         env["SPARK_LOG_DIR"] = str(self.work_dir / "logs")
         env["SPARK_WORKER_DIR"] = str(self.work_dir / "work")
         env.setdefault("SPARK_DAEMON_MEMORY", "512m")
+        if jvm_options():  # the master's and workers' JVMs (the executors' come from the application's conf)
+            env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {' '.join(jvm_options())}".strip()
         return env
 
     def start(self) -> "StandaloneCluster":

@@ -6,7 +6,6 @@ directory is marked ``integration`` and gets a generous default timeout (2 share
 """
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
@@ -59,9 +58,7 @@ def spark(s3):
         master="local[2]",
         s3=s3.s3_settings(),
         conf={"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "2",
-              "spark.ui.enabled": "false",
-              **({"spark.driver.extraJavaOptions": os.environ["LAKESINK_TEST_DRIVER_OPTS"]}
-                 if os.environ.get("LAKESINK_TEST_DRIVER_OPTS") else {})},
+              "spark.ui.enabled": "false"},
     )
     try:
         yield session
