@@ -154,7 +154,6 @@ def _restore_compare(kafka, path: str, records: list[tuple], partitions: int) ->
     for p in range(partitions):
         want = [r for r in records if r[0] == p]
         got = consume(kafka, copy, p)
-        import sys; print("DEBUG", p, rep, consume(kafka, copy, p, "read_uncommitted", offsets=True), file=sys.stderr)
         assert [(k, v, h) for k, v, h, _ts, _tt in got] == [(r[2], r[3], r[4]) for r in want]
         create_time = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
         assert [(ts, tt) for (_k, _v, _h, ts, tt), r in zip(got, want) if r[5] is not None] == \
