@@ -19,8 +19,9 @@ connector's documentation:
   ``SOURCE_KAFKA_TOPIC``): newline-delimited values (``lines``), gzip when the name ends in ``.gz``.
 
 A key such a naming builds is parsed back to (topic, partition, first offset); the offsets of the records are taken
-as contiguous from there (none of these formats records per-record offsets, except Aiven's ``offset`` field, which
-:mod:`lakesink.driver.manifest_import` checks against the name).
+as contiguous from there, except where Aiven's jsonl lines carry an ``offset`` field: those offsets are the records'
+(:mod:`lakesink.driver.manifest_import` checks that they ascend from the name's), and their ``key``, ``headers`` and
+``timestamp`` fields are read as well (:class:`lakesink.objects.formats.foreign.AivenJsonlFormat`).
 """
 from __future__ import annotations
 
@@ -55,7 +56,6 @@ class ForeignNaming:
     pattern: "re.Pattern[str]"  # groups: topic (optional), partition, offset, ext
     format_name: str            # lakesink's (read-only) format of the value objects
     topic: str | None = None    # the one topic of a naming without one in the key (Zooz)
-    offsets_field: bool = False  # Aiven jsonl lines carry an ``offset`` field
 
     def parse(self, key: str, topics: Sequence[str]) -> ForeignKeyName | None:
         """``key`` parsed, or None when this naming does not build it (or it names a topic not in ``topics``)."""
@@ -144,8 +144,7 @@ def _aiven(raw: Mapping[str, object]) -> ForeignNaming:
     prefix = _norm(raw, "aws.s3.prefix", "aws_s3_prefix", "file.name.prefix")
     template = _norm(raw, "file.name.template", default="{{topic}}-{{partition}}-{{start_offset}}")
     static, pattern = aiven_key_pattern(prefix, template)
-    return ForeignNaming("Aiven's S3 sink", static, pattern, fmt, offsets_field="offset" in fields and
-                         fmt == "aiven_jsonl")
+    return ForeignNaming("Aiven's S3 sink", static, pattern, fmt)
 
 
 def _deviantart(raw: Mapping[str, object]) -> ForeignNaming:

@@ -10,6 +10,9 @@ ETag it was listed with) to count its records, and commits one ``object`` row pe
 Offsets: a ``.metadata.avro`` side file gives them exactly (and the timestamps); without one (Confluent) the
 object's records are taken as contiguous from the offset in its name (Confluent names a file by its first
 record's offset; compacted topics and transaction markers make real gaps, which such a bucket cannot show).
+Files of tombstones only (``behavior.on.null.values=write``: a keys file, with headers and metadata when stored,
+under the ``tombstone.encoded.partition`` directory and no value object) become rows of their own
+(:data:`~lakesink.manifest.rows.TOMBSTONES_NOTE`), so their offsets are no gap and restore gives them back as nulls.
 Per partition, an object whose range overlaps an already accepted one (or a range the job's manifest already
 holds) is reported and NOT imported; a gap between consecutive objects is reported (and both are imported).
 Keys no row could describe (another naming, another format) are reported as unrecognized. Objects any manifest
@@ -95,13 +98,26 @@ def _listing(store: Any, prefix: str):
     for info in store.list(prefix):
         if "/_lakesink/" in f"/{info.key}":  # the manifest's own files, when it lives in the bucket
             continue
-        yield info
+        # a store whose listing has no ETags (file://: it would read every file) gives them per object
+        yield info if info.etag else (store.head(info.key) or info)
 
 
 def _count(store: Any, fmt: Any, key: str, etag: str | None) -> tuple[int, bytes]:
     data = store.read(key, etag=etag)
     try:
         return sum(1 for _ in fmt.read(io.BytesIO(data))), data
+    except LakesinkError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a format's decoder error: the object is not what its name says
+        raise LakesinkError(f"{store.uri(key)}: cannot be read as {fmt.name}: {type(e).__name__}: {e}") from None
+
+
+def _record_parts(store: Any, fmt: Any, key: str, etag: str | None) -> Any:
+    """The records of an object that holds them whole (:meth:`Format.record_parts
+    <lakesink.objects.formats.base.Format.record_parts>`), or one error line naming it."""
+    data = store.read(key, etag=etag)
+    try:
+        return fmt.record_parts(data)
     except LakesinkError:
         raise
     except Exception as e:  # noqa: BLE001 - a format's decoder error: the object is not what its name says
@@ -156,13 +172,52 @@ def _confluent_rows(cfg: Any, store: Any, prefix: str | None, known: set, report
                          size_bytes=info.size, etag=info.etag, version_id=info.version_id, min_timestamp_ms=tmin,
                          max_timestamp_ms=tmax)
         found.setdefault((parsed.topic, parsed.partition), []).append(row)
+    _tombstone_rows(cfg, store, exts, {ident for ident, _p, _i in values.values()}, sides, known, report, found)
     return found
+
+
+def _tombstone_rows(cfg: Any, store: Any, exts: Any, with_value: set, sides: dict, known: set, report: ImportReport,
+                    found: dict) -> None:
+    """Rows for files of tombstones only (``behavior.on.null.values=write``): under the ``tombstone.encoded.partition``
+    directory Confluent's sink (and lakesink's) writes a keys file (with headers and record metadata when stored) and
+    no value object, named as the value object would be (spec §5). Such a row names that absent value object and
+    carries :data:`~lakesink.manifest.rows.TOMBSTONES_NOTE`; its records read back with null values."""
+    from lakesink.manifest.rows import TOMBSTONES_NOTE
+    from lakesink.objects.formats.metadata import MetadataFormat
+
+    fmt, keys_fmt = wiring.value_format(cfg), wiring.keys_format(cfg)
+    tomb = cfg.tombstone_encoded_partition
+    for ident, side_infos in sorted(sides.items(), key=lambda kv: kv[0]):
+        topic, partition, start, encoded = ident
+        keys_info = side_infos.get("keys")
+        if ident in with_value or encoded != tomb or keys_info is None:
+            continue
+        if keys_info.key in known:
+            report.already_in_manifest += 1
+            continue
+        count, _data = _count(store, keys_fmt, keys_info.key, keys_info.etag)
+        if count == 0:
+            report.empty.append(keys_info.key)
+            continue
+        first, last, tmin, tmax = start, start + count - 1, None, None
+        md_info = side_infos.get("metadata")
+        if md_info is not None:
+            md = MetadataFormat().read_columns(io.BytesIO(store.read(md_info.key, etag=md_info.etag)))
+            if len(md) == count and md.offsets:
+                first, last = md.offsets[0], md.offsets[-1]
+                ts = [t for t in md.timestamps if t is not None]
+                tmin, tmax = (min(ts), max(ts)) if ts else (None, None)
+        key = keys_info.key[:-len(".keys" + exts.keys)] + fmt.extension  # the value object it would have
+        files = tuple(SideFile(view, i.key, i.etag, i.version_id, i.size) for view, i in sorted(side_infos.items()))
+        row = object_row(topic, partition, first, last, first_offset=first, last_offset=last, record_count=count,
+                         encoded_partition=encoded, object_key=key, object_uri=store.uri(key), side_files=files,
+                         format=fmt.name, compression=wiring.value_compression(cfg), size_bytes=0, etag=None,
+                         version_id=None, min_timestamp_ms=tmin, max_timestamp_ms=tmax, note=TOMBSTONES_NOTE)
+        found.setdefault((topic, partition), []).append(row)
 
 
 def _foreign_rows(cfg: Any, store: Any, naming: Any, prefix: str | None, known: set, report: ImportReport) -> dict:
     """Rows for the objects another connector wrote in its own naming (``naming``), read with its format."""
-    import json
-
     from lakesink.objects.formats import FormatSpec
 
     topics = list(cfg.topics or ())
@@ -192,20 +247,24 @@ def _foreign_rows(cfg: Any, store: Any, naming: Any, prefix: str | None, known: 
             report.refused.append(f"{store.uri(key)}: not imported: {parsed.refused}")
             continue
         fmt = FormatSpec(naming.format_name, {}).build(parsed.compression)
-        count, data = _count(store, fmt, key, info.etag)
+        first, tmin, tmax = parsed.start_offset, None, None
+        if fmt.holds_record_parts:  # Aiven jsonl: the lines may carry each record's offset and timestamp
+            parts = _record_parts(store, fmt, key, info.etag)
+            count, offs = len(parts.values), parts.offsets
+            if offs and (offs[0] != first or any(b <= a for a, b in zip(offs, offs[1:]))):
+                report.refused.append(f"{store.uri(key)}: not imported: its records' offsets ({offs[0]}..{offs[-1]}) "
+                                      f"do not ascend from {first}, the offset its name gives (lakesink would "
+                                      f"misplace them)")
+                continue
+            last = offs[-1] if offs else first + count - 1
+            ts = [t for t in parts.timestamps or () if t is not None]
+            tmin, tmax = (min(ts), max(ts)) if ts else (None, None)
+        else:
+            count, _data = _count(store, fmt, key, info.etag)
+            last = first + count - 1
         if count == 0:
             report.empty.append(key)
             continue
-        first = parsed.start_offset
-        if naming.offsets_field:  # Aiven jsonl with the offset field: the name's offset and the records' must agree
-            from lakesink.objects.formats.foreign import decompress
-
-            offs = [json.loads(ln).get("offset") for ln in decompress(data, parsed.compression).splitlines() if ln]
-            if offs != list(range(first, first + count)):
-                report.refused.append(f"{store.uri(key)}: not imported: its records' offsets ({offs[0]}..{offs[-1]}) "
-                                      f"are not the {count} contiguous offsets from {first} its name gives (lakesink "
-                                      f"would misplace them)")
-                continue
         files = ()
         index = indexes.get((parsed.topic, parsed.partition, parsed.start_offset))
         if naming.format_name == "blockgzip":
@@ -213,12 +272,11 @@ def _foreign_rows(cfg: Any, store: Any, naming: Any, prefix: str | None, known: 
                 report.refused.append(f"{store.uri(key)}: not imported: no .index.json next to it")
                 continue
             files = (SideFile("index", index.key, index.etag, index.version_id, index.size),)
-        last = first + count - 1
         row = object_row(parsed.topic, parsed.partition, first, last, first_offset=first, last_offset=last,
                          record_count=count, encoded_partition=None, object_key=key, object_uri=store.uri(key),
                          side_files=files, format=naming.format_name, compression=parsed.compression,
-                         size_bytes=info.size, etag=info.etag, version_id=info.version_id, min_timestamp_ms=None,
-                         max_timestamp_ms=None)
+                         size_bytes=info.size, etag=info.etag, version_id=info.version_id, min_timestamp_ms=tmin,
+                         max_timestamp_ms=tmax)
         found.setdefault((parsed.topic, parsed.partition), []).append(row)
     return found
 

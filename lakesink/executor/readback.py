@@ -247,15 +247,20 @@ def read_metadata(store, obj: ArchivedObject):
     :meth:`~lakesink.objects.formats.metadata.MetadataFormat.read_arrays`), checked against the row:
     ``record_count`` records, the first and last offsets, ascending (repeated only where a transform made several
     records of one Kafka record: :mod:`lakesink.transforms`). None without a side file."""
-    import numpy as np
-
     from lakesink.objects.formats.metadata import MetadataFormat
 
     if obj.side("metadata") is None:
         return None
     key, data = _read_bytes(store, obj, RecordView.METADATA)
     md = MetadataFormat().read_arrays(io.BytesIO(data))
-    offs = md[0]
+    _check_offsets(store, key, md[0], obj)
+    return md
+
+
+def _check_offsets(store, key: str, offs: Any, obj: ArchivedObject) -> None:
+    """The record count and offsets a file gives (numpy int64) against the row (see :func:`read_metadata`)."""
+    import numpy as np
+
     _check_count(store, key, len(offs), obj)
     # an object an erase rewrote keeps its span: its first or last record may be gone
     if len(offs) and ((offs[0] != obj.first_offset or offs[-1] != obj.last_offset) if not obj.rewritten else
@@ -263,7 +268,29 @@ def read_metadata(store, obj: ArchivedObject):
                       or (len(offs) > 1 and not bool(np.all(np.diff(offs) >= 0)))):
         raise CorruptObjectError(f"{store.uri(key)}: offsets {offs[0]}..{offs[-1]} (ascending: no) disagree with the "
                                  f"manifest's {obj.first_offset}..{obj.last_offset}")
-    return md
+
+
+def _parts_metadata(store, obj: ArchivedObject, parts: Any):
+    """:func:`read_metadata`'s arrays from the offsets and timestamps a value object holds itself
+    (:class:`~lakesink.objects.formats.base.RecordParts`), checked the same way; None when it holds neither (or only
+    timestamps, for records whose offsets are not contiguous)."""
+    import numpy as np
+
+    if parts.offsets is None and parts.timestamps is None:
+        return None
+    n = len(parts.values)
+    if parts.offsets is not None:
+        offs = np.asarray(parts.offsets, np.int64)
+    elif obj.contiguous:
+        offs = np.arange(obj.first_offset, obj.first_offset + n, dtype=np.int64)
+    else:
+        return None
+    ts = parts.timestamps if parts.timestamps is not None else [None] * n
+    present = np.asarray([t is not None for t in ts], bool)
+    tss = np.asarray([0 if t is None else t for t in ts], np.int64)
+    types = np.asarray(parts.timestamp_types if parts.timestamp_types is not None else [-1] * n, np.int64)
+    _check_offsets(store, obj.object_key, offs, obj)
+    return offs, tss, present, types
 
 
 def count_in_cut(store, obj: ArchivedObject, cut: Cut) -> int | None:
@@ -320,15 +347,16 @@ def _read_side(store, obj: ArchivedObject, view: str) -> tuple[str, bytes]:
     return side["key"], store.read(side["key"], etag=side.get("etag"), version_id=side.get("version_id"))
 
 
-def _positions(store, obj: ArchivedObject, cut: Cut, overlap: bool | None, offsets: str = "fail"):
+def _positions(store, obj: ArchivedObject, cut: Cut, overlap: bool | None, offsets: str = "fail", parts: Any = None):
     """Offsets, timestamps (ms), timestamp types of ``obj``'s records (pyarrow, null where unknown) and the positions
-    ``keep`` the cut admits (None: all; ``overlap``: ``cut.object_overlap(obj)``, not False): one rule for all."""
+    ``keep`` the cut admits (None: all; ``overlap``: ``cut.object_overlap(obj)``, not False): one rule for all.
+    ``parts``: the records of a value object that holds them whole (their offsets and timestamps, not a side file's)."""
     import numpy as np
     import pyarrow as pa
 
     from lakesink.objects.formats.metadata import timestamp_type_name
 
-    md = read_metadata(store, obj)
+    md = read_metadata(store, obj) if parts is None else _parts_metadata(store, obj, parts)
     n = obj.record_count
     if md is not None:
         md_offs, md_ts, present, type_ids = md
@@ -415,13 +443,25 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
     overlap = cut.object_overlap(obj)
     if overlap is False:
         return None
-    offs, tss, types, keep = _positions(store, obj, cut, overlap, offsets)
+    parts = None
+    if getattr(fmt, "holds_record_parts", False) and not obj.value_omitted:  # keys, headers, offsets in the object
+        key, data = _read_bytes(store, obj, RecordView.VALUE)
+        try:
+            parts = fmt.record_parts(data)
+        except LakesinkError:
+            raise
+        except (ValueError, LookupError, EOFError, TypeError, OSError) as e:
+            raise _corrupt(store, key, fmt, e) from e
+        _check_count(store, key, len(parts.values), obj)
+    offs, tss, types, keep = _positions(store, obj, cut, overlap, offsets, parts)
     if keep is not None and not keep:
         return None
     n = obj.record_count
     narrow = _Narrow(keep, n, blocks) if keep is not None else None
     if obj.value_omitted:  # tombstones only: no value object
         values = pa.nulls(n, pa.binary())
+    elif parts is not None:
+        values = pa.array(parts.values, pa.binary())
     elif keep is not None and getattr(fmt, "has_index", False) and obj.side("index") is not None:
         values = pa.array(read_blockgzip_positions(store, fmt, obj, keep, blocks), pa.binary())
     else:
@@ -441,12 +481,16 @@ def _read_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, headers_
         if not isinstance(values, (pa.Array, pa.ChunkedArray)):
             values = pa.array(values, pa.binary())
     keys = pa.nulls(n, pa.binary())
-    if keys_format is not None and obj.side("keys") is not None:
+    if parts is not None and parts.keys is not None:
+        keys = pa.array(parts.keys, pa.binary())
+    elif keys_format is not None and obj.side("keys") is not None:
         keys = _read_keys(store, keys_format, obj, key_decoder, narrow)
         if not isinstance(keys, pa.Array):
             keys = pa.array(keys, pa.binary())
     headers = _HeaderColumns.none(n)
-    if headers_format is not None and obj.side("headers") is not None:
+    if parts is not None and parts.headers is not None:
+        headers = _HeaderColumns.of(parts.headers)
+    elif headers_format is not None and obj.side("headers") is not None:
         headers = _read_headers(store, headers_format, obj, narrow)
     return _Columns(offs, tss, types, keys, values, headers, keep, n)
 
@@ -607,6 +651,17 @@ class _HeaderColumns(NamedTuple):
         import pyarrow as pa
 
         return cls(np.zeros(n + 1, np.int64), pa.array([], pa.string()), pa.array([], pa.binary()))
+
+    @classmethod
+    def of(cls, headers: list) -> "_HeaderColumns":
+        """Each record's (key, value bytes or None) list, flattened."""
+        import numpy as np
+        import pyarrow as pa
+
+        offsets = np.zeros(len(headers) + 1, np.int64)
+        offsets[1:] = np.cumsum([len(hs) for hs in headers]) if headers else []
+        flat = [p for hs in headers for p in hs]
+        return cls(offsets, pa.array([k for k, _v in flat], pa.string()), pa.array([v for _k, v in flat], pa.binary()))
 
     def per_record(self) -> list[list[tuple[str, bytes | None]]]:
         """Each record's (key, value) list (one slice of one list of pairs per record)."""

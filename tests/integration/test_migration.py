@@ -1,8 +1,10 @@
 """Migrating from another connector (issue #31 item 4), on the local engine (no Spark: nothing here is engine
-specific; the sink's engines are covered elsewhere): the translated job starts where the old connector's Kafka
-Connect group stopped (`manifest handover`), and `manifest import` adopts objects in the old connectors' own
-naming, built here from their specs (Aiven's README, DeviantArt's block-gzip README, Zooz's README), so
-`read_archive`, `restore` and `gaps` cover the history."""
+specific; the sink's engines are covered elsewhere, and restore's reader is one function for both): the translated
+job starts where the old connector's Kafka Connect group stopped (`manifest handover`), and `manifest import` adopts
+objects in the old connectors' own naming, built here from their specs (Aiven's README and its jsonl writers,
+DeviantArt's block-gzip README, Zooz's README), so `read_archive`, `restore` and `gaps` cover the history: each
+adopted archive is restored to a new topic and compared record by record (Aiven's keys, headers and timestamps
+too)."""
 from __future__ import annotations
 
 import json
@@ -121,13 +123,41 @@ def _import(tmp_path, cfg: dict, old: dict, name: str) -> tuple[str, dict]:
     return path, json.loads(out.strip().splitlines()[-1])
 
 
-def _read_local(path: str) -> list[tuple[int, int, bytes | None]]:
+def _read_local(path: str, whole: bool = False) -> list[tuple]:
+    """The adopted archive through read_archive (local engine): (partition, offset, value), or with ``whole`` each
+    record's (partition, offset, key, value, headers, timestamp ms or None, timestamp type)."""
     import lakesink
     from lakesink.runners.local import LocalRunner
 
     with LocalRunner(1) as runner:
         table = lakesink.read_archive(None, load_config(path), runner=runner)
-    return sorted((r["partition"], r["offset"], r["value"]) for r in table.to_pylist())
+    if not whole:
+        return sorted((r["partition"], r["offset"], r["value"]) for r in table.to_pylist())
+    return sorted((r["partition"], r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]],
+                   None if r["timestamp"] is None else int(r["timestamp"].timestamp() * 1000), r["timestamp_type"])
+                  for r in table.to_pylist())
+
+
+def _restore_compare(kafka, path: str, records: list[tuple], partitions: int) -> None:
+    """Restore the adopted archive to a new topic (local engine) and compare it record by record with ``records``
+    (:func:`_read_local` with ``whole``): each partition's keys, values and headers in order, the archived CreateTime
+    timestamps as they were (a record without one gets the broker's time)."""
+    import lakesink
+    from lakesink.runners.local import LocalRunner
+    from support.archive_checks import consume
+
+    copy = f"restored_{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(copy, partitions=partitions)
+    with LocalRunner(1) as runner:
+        rep = lakesink.restore(None, load_config(path), to_topic=copy, runner=runner)
+    assert rep.produced == len(records)
+    for p in range(partitions):
+        want = [r for r in records if r[0] == p]
+        got = consume(kafka, copy, p)
+        assert [(k, v, h) for k, v, h, _ts, _tt in got] == [(r[2], r[3], r[4]) for r in want]
+        create_time = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
+        assert [(ts, tt) for (_k, _v, _h, ts, tt), r in zip(got, want) if r[5] is not None] == \
+            [(r[5], create_time) for r in want if r[5] is not None]
 
 
 def test_import_adopts_deviantart_block_gzip_objects_with_their_index(kafka, s3, tmp_path):
@@ -151,7 +181,9 @@ def test_import_adopts_deviantart_block_gzip_objects_with_their_index(kafka, s3,
     assert doc["refused"] == [f"s3://{bucket}/connect/2026-11-27/{topic}-00001-000000000000.gz: not imported: no "
                               f".index.json next to it"]
     assert doc["unrecognized"] == [f"s3://{bucket}/connect/last_chunk_index.{topic}-00000.txt"]
-    assert _read_local(path) == [(0, i, v) for i, v in enumerate(values)]
+    records = _read_local(path, whole=True)
+    assert records == [(0, i, None, v, [], None, None) for i, v in enumerate(values)]
+    _restore_compare(kafka, path, records, partitions=1)
 
     rc, out = run_cli(["--format", "json", "sql", "--engine", "duckdb", "--config", path,
                        "SELECT (SELECT count(*) FROM objects) AS objects, (SELECT count(*) FROM gaps) AS gaps"],
@@ -170,9 +202,20 @@ def test_import_adopts_aiven_objects(kafka, s3, tmp_path):
     bucket = s3.create_bucket(f"aiven-{uuid.uuid4().hex[:8]}")
     client = s3.client()
 
+    import datetime as dt
+
+    now = int(dt.datetime.now(dt.timezone.utc).timestamp()) * 1000 - 60_000  # inside the topic's retention
+
+    def iso(ms: int) -> str:  # DateTimeFormatter.ISO_INSTANT, as Aiven's TimestampBuilder writes it
+        t = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+        return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "") + "Z"
+
+    def line(o: int) -> dict:  # a string key (a null one at offset 2), a string and a JSON header, a timestamp
+        return {"key": None if o == 2 else f"k{o}", "value": {"n": o}, "offset": o, "timestamp": iso(now + o * 7),
+                "headers": [{"key": "src", "value": f"h{o}"}, {"key": "n", "value": o}]}
+
     def jsonl(first: int, n: int) -> bytes:
-        return b"".join(json.dumps({"key": f"k{o}", "value": {"n": o}, "offset": o}).encode() + b"\n"
-                        for o in range(first, first + n))
+        return b"".join(json.dumps(line(o)).encode() + b"\n" for o in range(first, first + n))
 
     # jsonl, Aiven's default file name template under aws.s3.prefix, gzip and zstd
     client.put_object(Bucket=bucket, Key=f"raw/{topic}-0-0.gz", Body=gzip.compress(jsonl(0, 4)))
@@ -182,12 +225,16 @@ def test_import_adopts_aiven_objects(kafka, s3, tmp_path):
     old = {"name": "orders-s3", "config": {
         "connector.class": "io.aiven.kafka.connect.s3.AivenKafkaConnectS3SinkConnector", "topics": topic,
         "aws.s3.bucket.name": bucket, "aws.s3.prefix": "raw/", "format.output.type": "jsonl",
-        "format.output.fields": "key,value,offset", "file.compression.type": "gzip"}}
+        "format.output.fields": "key,value,offset,timestamp,headers", "file.compression.type": "gzip"}}
     path, doc = _import(tmp_path, _config(kafka, s3, bucket, topic, "json"), old, "aiven")
     assert [(o["partition"], o["first_offset"], o["last_offset"]) for o in doc["imported"]] == [(0, 0, 3), (0, 4, 6)]
     assert len(doc["refused"]) == 2 and "snappy" in doc["refused"][0] and \
-        "are not the 2 contiguous offsets from 7" in doc["refused"][1], doc["refused"]
-    assert _read_local(path) == [(0, o, json.dumps({"n": o}, separators=(",", ":")).encode()) for o in range(7)]
+        "(3..4) do not ascend from 7, the offset its name gives" in doc["refused"][1], doc["refused"]
+    records = _read_local(path, whole=True)  # keys, headers and timestamps as the Aiven sink recorded them
+    assert records == [(0, o, None if o == 2 else f"k{o}".encode(), json.dumps({"n": o}, separators=(",", ":")).encode(),
+                        [("src", f"h{o}".encode()), ("n", str(o).encode())], now + o * 7, "CreateTime")
+                       for o in range(7)]
+    _restore_compare(kafka, path, records, partitions=1)
 
     # csv with the value alone, base64 (Aiven's default output), named by a padded template
     csv_topic = f"aivencsv_{uuid.uuid4().hex[:6]}"
@@ -220,8 +267,10 @@ def test_import_adopts_zooz_hourly_objects(kafka, s3, tmp_path):
     doc = json.loads(out.strip().splitlines()[-1])
     assert [(o["partition"], o["first_offset"], o["last_offset"]) for o in doc["imported"]] == \
         [(0, 0, 2), (0, 3, 4), (1, 0, 0)]
-    assert _read_local(str(tmp_path / "zooz.json")) == \
+    records = _read_local(str(tmp_path / "zooz.json"), whole=True)
+    assert [(p, o, v) for p, o, _k, v, *_ in records] == \
         [(0, 0, b"z0"), (0, 1, b"z1"), (0, 2, b"z2"), (0, 3, b"z3"), (0, 4, b"z4"), (1, 0, b"y0")]
+    _restore_compare(kafka, str(tmp_path / "zooz.json"), records, partitions=2)
 
 
 def test_import_refuses_what_cannot_be_adopted_in_one_line(kafka, s3, tmp_path):
@@ -236,3 +285,17 @@ def test_import_refuses_what_cannot_be_adopted_in_one_line(kafka, s3, tmp_path):
     lines = out.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and lines[0].startswith(
         "lakesink: error: Aiven csv objects with format.output.fields=key,value cannot be adopted"), out
+
+    # an Aiven jsonl line whose timestamp is not the ISO-8601 instant Aiven writes: named, nothing committed
+    s3.client().put_object(Bucket=bucket, Key="t1-0-0", Body=b'{"value": "v", "timestamp": "yesterday"}\n')
+    (tmp_path / "old.json").write_text(json.dumps({**old, "format.output.type": "jsonl",
+                                                   "format.output.fields": "value,timestamp",
+                                                   "file.compression.type": "none"}))
+    rc, out = run_cli(["manifest", "import", "--config", str(tmp_path / "c.json"), "--from",
+                       str(tmp_path / "old.json")], timeout=120)
+    lines = out.strip().splitlines()
+    assert rc == 1 and len(lines) == 1 and lines[0] == (
+        f"lakesink: error: s3://{bucket}/t1-0-0: cannot be read as aiven_jsonl: ValueError: line 1: timestamp "
+        f"'yesterday' is not an ISO-8601 instant (2020-01-01T00:00:01Z)"), out
+    assert "_lakesink/" not in "".join(
+        o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket).get("Contents", []))

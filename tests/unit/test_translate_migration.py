@@ -103,7 +103,7 @@ def test_parse_start_offsets():
 
 def test_aiven_names_parsed_back():
     n = foreign_naming({**AIVEN, "aws.s3.prefix": "raw/"})
-    assert (n.prefix, n.format_name, n.offsets_field) == ("raw/", "aiven_jsonl", False)
+    assert (n.prefix, n.format_name) == ("raw/", "aiven_jsonl")
     k = n.parse("raw/orders-2-1500.gz", ["orders"])
     assert (k.topic, k.partition, k.start_offset, k.compression, k.refused) == ("orders", 2, 1500, "gzip", None)
     assert n.parse("raw/my-topic-with-dashes-0-7.zst", ["my-topic-with-dashes"]).compression == "zstd"

@@ -10,7 +10,7 @@ import base64
 import io
 from abc import ABC, abstractmethod
 from enum import Enum
-from typing import Any, BinaryIO, Callable, Iterator, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, NamedTuple, Sequence
 
 from lakesink.errors import EncodeError, InvalidArgumentError
 from lakesink.objects.records import SinkRecord
@@ -38,8 +38,9 @@ class Format(ABC):
     Per-format behaviour the rest of lakesink needs lives here, not in ``if name == ...`` chains: the
     constructor options a sink config gives (:meth:`options_from`), the compression the manifest records
     (:meth:`compression_from`), whether objects carry an index side file (:attr:`has_index`), the record bytes
-    a restore sends again (:meth:`record_bytes`, :meth:`key_bytes`, :meth:`header_columns`) and which columnar
-    write path a decoder's values can take (:meth:`columnar_kind`)."""
+    a restore sends again (:meth:`record_bytes`, :meth:`key_bytes`, :meth:`header_columns`; for an object that holds
+    its records' keys, headers, offsets and timestamps itself, :meth:`record_parts`) and which columnar write path a
+    decoder's values can take (:meth:`columnar_kind`)."""
 
     name: str
     extension: str
@@ -58,6 +59,9 @@ class Format(ABC):
     reads_object_compression: bool = False
     #: whether ``s3.compression.type`` (gzip) applies to files of this format (Confluent: JSON and ByteArray)
     takes_s3_compression: bool = False
+    #: whether a value object of this format holds its records' other parts (key, headers, offset, timestamp) next to
+    #: each value, as Aiven's jsonl lines do: readers take them from :meth:`record_parts`, not from side files
+    holds_record_parts: bool = False
 
     @classmethod
     def options_from(cls, settings: Any) -> dict[str, Any]:
@@ -83,6 +87,11 @@ class Format(ABC):
         compact JSON text."""
         base64_strings = self.keys_as_base64 and key_decoder == "bytes"
         return [key_bytes(k, key_decoder, base64_strings) for k in self.read(io.BytesIO(data), RecordView.KEYS)]
+
+    def record_parts(self, data: bytes) -> "RecordParts":
+        """The records of one value object of a format that :attr:`holds_record_parts`, every part it holds, read
+        once (``data``: the object's bytes, decompressed by the format)."""
+        raise InvalidArgumentError(f"format {self.name!r} keeps its records' keys and headers in side files")
 
     def header_columns(self, data: bytes) -> tuple[Any, Any, Any] | None:
         """The headers of a ``.headers`` object read a column at a time (offsets, binary keys, binary values),
@@ -149,6 +158,21 @@ class Format(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.extension}>"
+
+
+class RecordParts(NamedTuple):
+    """The records of an object that holds them whole (:meth:`Format.record_parts`), one list entry per record in
+    file order. ``values``, ``keys``: record bytes (None: null); ``headers``: (key, value bytes or None) pairs;
+    ``offsets``: Kafka offsets; ``timestamps``: epoch ms (None: none recorded) and ``timestamp_types`` their Kafka
+    type ids (-1 NoTimestampType, 0 CreateTime, 1 LogAppendTime). A part the object does not hold is None (keys: null
+    keys, headers: none, offsets: counted from the manifest row's first offset, timestamps: unknown)."""
+
+    values: list
+    keys: list | None = None
+    headers: list | None = None
+    offsets: list | None = None
+    timestamps: list | None = None
+    timestamp_types: list | None = None
 
 
 class RangeFile(io.RawIOBase):
