@@ -133,8 +133,9 @@ def _aiven(raw: Mapping[str, object]) -> ForeignNaming:
         fmt = "aiven_csv" if encoding == "base64" else "lines"
     elif kind == "csv":
         raise InvalidArgumentError(f"Aiven csv objects with format.output.fields={','.join(fields)} cannot be "
-                                   f"adopted: a line does not say which column is the value (only csv with the "
-                                   f"value alone, or jsonl, can be)")
+                                   f"adopted: lakesink reads Aiven csv objects holding the value alone "
+                                   f"(format.output.fields=value; a manifest row records no column order), and "
+                                   f"jsonl objects with any fields")
     else:
         raise InvalidArgumentError(f"Aiven objects with format.output.type={kind} cannot be adopted (jsonl and csv "
                                    f"can)")

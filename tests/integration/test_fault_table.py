@@ -443,6 +443,9 @@ covered_by("F122", "tests/unit/test_erase_plan.py::"
 covered_by("F123", "tests/integration/test_erase.py::"
                    "test_the_plan_runs_as_tasks_of_spark_and_of_local_workers")
 
+covered_by("F124", "tests/integration/test_migration.py::"
+                   "test_import_refuses_what_cannot_be_adopted_in_one_line")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:
