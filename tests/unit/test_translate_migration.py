@@ -117,7 +117,7 @@ def test_aiven_names_parsed_back():
 @pytest.mark.parametrize("raw, why", [
     ({"file.name.template": "{{key}}"}, "a {{key}} template keeps one file per record key"),
     ({"file.name.template": "{{topic}}-{{partition}}"}, "the name has no start_offset"),
-    ({"format.output.type": "csv", "format.output.fields": "key,value"}, "a line does not say which column"),
+    ({"format.output.type": "csv", "format.output.fields": "key,value"}, "holding the value alone"),
     ({"format.output.type": "parquet"}, "format.output.type=parquet cannot be adopted"),
 ])
 def test_aiven_objects_that_cannot_be_adopted_are_refused(raw, why):
