@@ -69,8 +69,8 @@ def test_json_keys_file_gives_bytes_keys_back_from_base64() -> None:
     fmt, out = create("json"), io.BytesIO()
     with fmt.open_writer(out, RecordView.KEYS) as w:
         w.write(SinkRecord("t", 0, 0, 0, key=b"\x00\xff", value=b"v"))
-    assert fmt.key_bytes(out.getvalue(), "bytes") == [b"\x00\xff"]
-    assert fmt.key_bytes(out.getvalue(), "string") == [b"AP8="]
+    assert fmt.key_bytes(out.getvalue(), "bytes").to_pylist() == [b"\x00\xff"]  # a column (pyarrow)
+    assert fmt.key_bytes(out.getvalue(), "string").to_pylist() == [b"AP8="]
 
 
 def test_writer_schema_reads_only_what_the_format_carries() -> None:

@@ -309,3 +309,55 @@ def test_the_direct_readers_headers_column_is_the_one_built_from_dicts(hdrs):
     want = pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in hdrs], HEADERS_TYPE)
     got = headers_column(hdrs, HEADERS_TYPE)
     assert got.equals(want) and got.to_pylist() == want.to_pylist()
+
+
+# ------------------------------------------------------------------------------------- JSON keys read back
+
+
+def _record_path_keys(fmt: JsonFormat, data: bytes, decoder: str) -> list:
+    from lakesink.objects.formats.base import Format
+
+    return list(Format.key_bytes(fmt, data, decoder))  # the record-by-record reader the column path replaces
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_json_keys_are_read_a_column_at_a_time_as_the_record_path_reads_them(compression):
+    fmt = JsonFormat(compression=compression)
+    raw = [bytes([i % 256, 255 - i % 256]) * (i % 5) for i in range(300)]
+    lines = ["null" if i % 11 == 0 else json.dumps(base64.b64encode(k).decode()) for i, k in enumerate(raw)]
+    data = ("\n".join(lines) + "\n").encode()
+    data = gzip.compress(data) if compression == "gzip" else data
+    fast = fmt.key_bytes(data, "bytes")
+    assert isinstance(fast, pa.Array) and fast.to_pylist() == _record_path_keys(fmt, data, "bytes")
+    assert fast.to_pylist()[1:4] == raw[1:4] and fast.to_pylist()[0] is None
+
+    texts = ["null" if i % 7 == 0 else json.dumps(f"k{i}-é€", ensure_ascii=False) for i in range(120)]
+    sdata = ("\n".join(texts) + "\n").encode()
+    sdata = gzip.compress(sdata) if compression == "gzip" else sdata
+    col = fmt.key_bytes(sdata, "string")
+    assert isinstance(col, pa.Array) and col.to_pylist() == _record_path_keys(fmt, sdata, "string")
+
+
+@pytest.mark.parametrize("line", ['"a\\"b"', '"\\u00e9"', "42", '{"id": 1}', '"YQ="', '"Y=Q="', '"YQ*="'])
+def test_json_keys_the_column_path_cannot_read_go_record_by_record(line):
+    """An escape, a key that is not a string, base64 that is not canonical: the record path's answer (or error)."""
+    fmt = JsonFormat()
+    data = f'"YWI="\n{line}\n'.encode()
+    for decoder in ("bytes", "string"):
+        try:
+            want = _record_path_keys(fmt, data, decoder)
+        except Exception as e:  # noqa: BLE001 - the record path's error must be the column path's too
+            with pytest.raises(type(e)):
+                fmt.key_bytes(data, decoder)
+            continue
+        got = fmt.key_bytes(data, decoder)
+        assert list(got.to_pylist() if isinstance(got, pa.Array) else got) == want
+
+
+def test_base64_decoded_a_column_at_a_time():
+    from lakesink.objects.formats.side_columns import b64_decode_array
+
+    raw = [bytes(range(i % 256)) for i in range(0, 300, 7)] + [b""]
+    assert b64_decode_array(b64_array(pa.array(raw, pa.binary()))).to_pylist() == raw
+    for bad in (b"YQ=", b"Y=Q=", b"YQ*=", b"=YQ=", b"YQ=Y", b"===="):
+        assert b64_decode_array(pa.array([b"YWI=", bad])) is None, bad

@@ -73,6 +73,18 @@ class JsonFormat(Format):
     def columnar_headers(self) -> bool:
         return True
 
+    def key_bytes(self, data: bytes, key_decoder: str) -> Any:
+        """A column at a time when every line is a JSON string without an escape or ``null`` (what the sink
+        writes for bytes and string keys: :func:`~lakesink.objects.formats.side_columns.json_key_column`), else
+        record by record."""
+        if key_decoder in ("bytes", "string"):
+            from lakesink.objects.formats.side_columns import json_key_column
+
+            col = json_key_column(self.read_lines_array(io.BytesIO(data)), base64=key_decoder == "bytes")
+            if col is not None:
+                return col
+        return super().key_bytes(data, key_decoder)
+
     def key_payloads(self, keys: Any, key_decoder: str) -> tuple[Any, Any] | None:
         """Each key's line: a bytes key's base64 as a JSON string (JsonConverter's BYTES), a string key's text."""
         from lakesink.objects.formats.side_columns import json_key_lines

@@ -17,13 +17,17 @@ column with a value that is not valid UTF-8, a record with no headers (null or e
 it) or a null key gives None here, and the caller hands the batch to the record path, which names the record at
 fault. JSON text that needs an escape (a quote, a backslash, a control character) is encoded a value at a time by
 the record path's own encoder.
+
+Read back the same way: :func:`json_key_column` gives a JSON keys file's keys as record bytes a column at a time
+when every line is a JSON string without an escape (or ``null``), None otherwise (the caller reads record by
+record).
 """
 from __future__ import annotations
 
 from typing import Any
 
 __all__ = ["varint_array", "avro_bytes_datums", "avro_headers_datums", "headers_parts", "json_key_lines",
-           "json_header_lines", "b64_array", "header_lists"]
+           "json_header_lines", "b64_array", "header_lists", "b64_decode_array", "json_key_column"]
 
 
 def _large(values: Any) -> Any:
@@ -285,3 +289,99 @@ def header_lists(counts: Any, keys: Any, values: Any) -> list[list[tuple[str, st
         out.append(list(zip(ks[pos:pos + c], vs[pos:pos + c])))
         pos += c
     return out
+
+
+_B64_VALUES = None
+
+
+def _b64_lut() -> Any:
+    import numpy as np
+
+    global _B64_VALUES
+    if _B64_VALUES is None:
+        lut = np.full(256, 255, np.uint8)
+        lut[np.frombuffer(_B64, np.uint8)] = np.arange(64, dtype=np.uint8)
+        lut[ord("=")] = 0
+        _B64_VALUES = lut
+    return _B64_VALUES
+
+
+def b64_decode_array(texts: Any) -> Any | None:
+    """Each element of ``texts`` (binary, no nulls: standard base64 with ``=`` padding) decoded, as large_binary;
+    None when some element is not canonical padded base64 (a length not a multiple of 4, a character outside the
+    alphabet, ``=`` other than as the last one or two characters): the caller decodes those one at a time."""
+    import numpy as np
+
+    from lakesink.objects.formats.base import binary_run
+
+    texts = _large(texts)
+    data, ends = binary_run(texts)
+    n = len(ends)
+    lens = np.diff(ends, prepend=0)
+    if (lens % 4).any():
+        return None
+    src = np.frombuffer(data, np.uint8) if len(data) else np.zeros(0, np.uint8)
+    vals = _b64_lut()[src]
+    if (vals == 255).any():
+        return None
+    full = lens > 0
+    last = ends[full] - 1
+    pads = np.zeros(n, np.int64)
+    pads[full] = (src[last] == ord("=")).astype(np.int64) + (src[last - 1] == ord("=")).astype(np.int64)
+    if int((src == ord("=")).sum()) != int(pads.sum()) or ((pads == 1) & full).any() and \
+            (src[ends[(pads == 1)] - 2] == ord("=")).any():
+        return None  # '=' inside an element (each element's last one or two characters are its only padding)
+    g = vals.reshape(-1, 4).astype(np.uint32)
+    word = (g[:, 0] << 18) | (g[:, 1] << 12) | (g[:, 2] << 6) | g[:, 3]
+    out = np.empty((len(word), 3), np.uint8)
+    out[:, 0] = (word >> 16) & 0xFF
+    out[:, 1] = (word >> 8) & 0xFF
+    out[:, 2] = word & 0xFF
+    out = out.reshape(-1)
+    dends = ends // 4 * 3  # each element's end in ``out`` before its padding bytes are dropped
+    keep = np.ones(len(out), bool)
+    keep[dends[pads >= 1] - 1] = False
+    keep[dends[pads == 2] - 2] = False
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lens // 4 * 3 - pads, out=offsets[1:])
+    return _from_offsets(offsets, out[keep])
+
+
+def json_key_column(lines: Any, base64: bool) -> Any | None:
+    """The keys of a JSON keys file as record bytes (large_binary, null for a ``null`` line) from its ``lines``
+    (binary, as archived): ``base64`` (the bytes decoder) each JSON string's base64 decoded, else (the string
+    decoder) its text's UTF-8. None unless every line is ``null`` or a JSON string without an escape (a backslash):
+    the record path reads those."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakesink.objects.formats.base import binary_run
+
+    lines = _large(lines)
+    if lines.null_count:
+        return None
+    data, ends = binary_run(lines)
+    buf = np.frombuffer(data, np.uint8) if len(data) else np.zeros(0, np.uint8)
+    if (buf == 0x5C).any():
+        return None
+    lens = np.diff(ends, prepend=0)
+    starts = ends - lens
+    null = (lens == 4) & np.array(pc.equal(lines, pa.scalar(b"null", pa.large_binary())).to_numpy(
+        zero_copy_only=False), bool)
+    text = ~null
+    if (lens[text] < 2).any() or (buf[starts[text]] != 0x22).any() or (buf[ends[text] - 1] != 0x22).any():
+        return None
+    inner = pc.binary_slice(pc.filter(lines, pa.array(text)), 1, -1)
+    if base64:
+        inner = b64_decode_array(inner)
+        if inner is None:
+            return None
+    inner = _large(inner)
+    if not null.any():
+        return inner
+    # nulls back in their places: each text line's value in order, a null at each ``null`` line
+    if not text.any():
+        return pa.nulls(len(lines), pa.large_binary())
+    idx = np.cumsum(text) - 1
+    return pc.take(inner, pa.array(np.where(null, 0, idx), mask=null))
