@@ -228,6 +228,7 @@ def cold_main(a) -> int:
     def iso(ms: int) -> str:
         return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
 
+    load0 = tuple(round(x, 2) for x in os.getloadavg())  # the machine is shared: say how busy it was
     try:
         kafka.start()
         s3.spawn(work / "s3.log")
@@ -283,6 +284,8 @@ def cold_main(a) -> int:
             log(f"run {run}: {row}")
             rows.append(row)
         per_m = 1e6 / n
+        print(f"\nload average (1, 5, 15 min) at the start: {load0}, at the end: "
+              f"{tuple(round(x, 2) for x in os.getloadavg())}")
         print(f"\ncold restore of {n:,} JSON records (key + one header each, ~230 B), 4 partitions, moto S3, "
               f"flush.size {a.flush_size:,}; process-tree CPU")
         print("| run | path | records | s | CPU-s | CPU-s per M records | vs floor (CPU) |")

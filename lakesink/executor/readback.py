@@ -577,8 +577,12 @@ def read_produce_columns(store, fmt, obj: ArchivedObject, *, keys_format=None, h
     gc.disable()
     try:
         if len(h.keys):
-            pairs = list(zip(h.keys.to_pylist(), h.values.to_pylist()))
-            headers = [pairs[a:b] or None for a, b in zip(starts.tolist(), ends.tolist())]
+            pairs = zip(h.keys.to_pylist(), h.values.to_pylist())
+            if len(starts) == len(h.keys) and bool((ends - starts == 1).all()):
+                headers = [[p] for p in pairs]  # one header each (the usual shape): no slicing
+            else:
+                pairs = list(pairs)
+                headers = [pairs[a:b] or None for a, b in zip(starts.tolist(), ends.tolist())]
         else:
             headers = [None] * len(size)
         return ProduceColumns(offs.to_numpy(zero_copy_only=False), pc.fill_null(tss, 0).to_pylist(),

@@ -37,6 +37,29 @@ CUTS = [Cut(), Cut(from_offset=12, to_offset=25), Cut(from_ts=BASE_TS + 3000, to
         Cut(from_offset=11, to_ts=BASE_TS + 8000), Cut(from_ts=BASE_TS + 10**9)]
 
 
+@pytest.fixture(scope="module")
+def archived_one_header(tmp_path_factory):
+    """Records of one header each (the usual shape, which the columns build without slicing), one of them
+    null-valued; and the same with a record of two headers among them (the general path)."""
+    out = {}
+    for shape in ("one each", "one of two"):
+        cfg = config(tmp_path_factory.mktemp("one"), "json", store_kafka_keys="true", store_kafka_headers="true")
+        offsets, tss, types, values, keys, _ = sample()
+        headers = [[("h", None if i == 3 else b"%d" % i)] for i in range(len(offsets))]
+        if shape != "one each":
+            headers[6] = [("h", b"6"), ("h2", b"")]
+        rows = archive(cfg, [batch(values, offsets, tss, types, keys, headers)], 10, offsets[-1] + 1)
+        out[shape] = (cfg, [ArchivedObject.from_row(r) for r in sorted(rows, key=lambda r: r.first_offset)],
+                      open_store(wiring.store_settings(cfg)))
+    return out
+
+
+@pytest.mark.parametrize("shape", ["one each", "one of two"])
+@pytest.mark.parametrize("cut", CUTS, ids=str)
+def test_columns_of_one_header_each_are_the_records(archived_one_header, shape, cut):
+    test_columns_are_the_records(archived_one_header[shape], cut)
+
+
 @pytest.mark.parametrize("cut", CUTS, ids=str)
 def test_columns_are_the_records(archived, cut):
     cfg, objs, store = archived
