@@ -70,7 +70,7 @@ from lakesink.executor.throttle import Throttle
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress, routed_group)
 
-__all__ = ["DEFAULT_RECORDS_PER_TXN", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
+__all__ = ["DEFAULT_RECORDS_PER_TXN", "THROTTLED_TXN_S", "paced_records_per_txn", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
            "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
            "RestoreSummary", "RestoreResult", "dry_run",
            "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters",
@@ -82,11 +82,20 @@ log = logging.getLogger("lakesink.executor.restore")
 #: (flush, progress offsets, EndTxn) costs the worker ~10 ms of CPU, ~1 µs a record at 10,000 records (issue #30)
 DEFAULT_RECORDS_PER_TXN = 50_000
 DEFAULT_BYTES_PER_TXN = 16 * 1024 * 1024
+#: seconds of records a ``--max-rate`` restore puts in one transaction at most
+THROTTLED_TXN_S = 10
 #: the broker's ``log.message.timestamp.after.max.ms`` (Kafka 4's default: one hour)
 DEFAULT_MAX_FUTURE_MS = 3_600_000
 
 
 
+
+
+def paced_records_per_txn(records_per_txn: int, max_rate: float) -> int:
+    """Records per transaction of a ``--max-rate`` restore: a paced transaction stays open records / rate seconds,
+    so at most :data:`THROTTLED_TXN_S` seconds of records, well inside the broker's transaction timeout
+    (``transaction.timeout.ms``, librdkafka's default 60 s)."""
+    return min(records_per_txn, max(1, int(max_rate * THROTTLED_TXN_S)))
 
 
 def transactional_id(name: str | None, topic: str, partition: int) -> str:
@@ -335,6 +344,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
     txn = _Txn(conf, tid, group, timeout_s)
     throttle = Throttle(max_rate) if max_rate is not None else None
+    if max_rate is not None:
+        records_per_txn = paced_records_per_txn(records_per_txn, max_rate)
     blocks = BlockCounts()
     hook = None
     try:

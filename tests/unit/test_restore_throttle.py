@@ -43,3 +43,13 @@ def test_restore_refuses_a_max_rate_that_is_not_a_positive_number_before_reading
 
     with pytest.raises(InvalidArgumentError, match=r"--max-rate \(max_rate\) is a number of records a second > 0"):
         restore(None, {"no": "config needed: refused first"}, to_topic="t", max_rate=rate)
+
+
+def test_a_paced_transaction_holds_at_most_ten_seconds_of_records():
+    """50,000 records at --max-rate 25 would keep a transaction open 2,000 s, past the broker's timeout."""
+    from lakesink.executor.restore import DEFAULT_RECORDS_PER_TXN, THROTTLED_TXN_S, paced_records_per_txn
+
+    assert THROTTLED_TXN_S == 10
+    assert paced_records_per_txn(DEFAULT_RECORDS_PER_TXN, 25) == 250
+    assert paced_records_per_txn(DEFAULT_RECORDS_PER_TXN, 0.05) == 1
+    assert paced_records_per_txn(100, 1_000_000) == 100  # the given bound when it is the smaller
