@@ -81,6 +81,28 @@ def compacted(log: dict[int, list]) -> bool:
     return all(v is None for recs in log.values() for _o, k, v in recs if k in {key(i) for i in DELETED})
 
 
+def freeze(kafka, topic: str, log: dict[int, list]) -> dict[int, list]:
+    """Stop the cleaner (``cleanup.policy=delete``, nothing old enough to delete) so the log the archive is compared
+    with is the log the sink reads (a cleaning pass after the check removed records between the two), and return
+    it once two reads a second apart agree (a pass already running finishes first)."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    entry = ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result()
+    deadline = time.monotonic() + 60
+    while True:
+        time.sleep(1)
+        again = source_log(kafka, topic)
+        if again == log:
+            return log
+        assert time.monotonic() < deadline, "the compacted topic's log kept changing for 60 s"
+        log = again
+
+
 @pytest.fixture(scope="module")
 def archive(spark, kafka, s3):
     """(config, {partition: expected [(key, value)] of a latest-per-key restore}, the same with --drop-tombstones,
@@ -96,6 +118,7 @@ def archive(spark, kafka, s3):
         assert time.monotonic() < deadline, "the log cleaner did not compact the topic within 120 s"
         time.sleep(1)
         log = source_log(kafka, topic)
+    log = freeze(kafka, topic, log)
     bucket = s3.create_bucket(f"compacted-{uuid.uuid4().hex[:10]}")
     cfg = SinkConfig.from_dict(base_config(kafka, s3, bucket, topic, **{
         "format.class": "bytearray", "flush.size": "4", "store.kafka.keys": "true",
