@@ -125,7 +125,7 @@ def _record_parts(store: Any, fmt: Any, key: str, etag: str | None) -> Any:
 
 
 def _confluent_rows(cfg: Any, store: Any, prefix: str | None, known: set, report: ImportReport) -> dict:
-    from lakesink.objects.formats.metadata import METADATA_EXTENSION, MetadataFormat
+    from lakesink.objects.formats.metadata import METADATA_EXTENSION
     from lakesink.objects.naming import KeyExtensions, parse_key
 
     naming = wiring.naming(cfg)
@@ -157,14 +157,7 @@ def _confluent_rows(cfg: Any, store: Any, prefix: str | None, known: set, report
             report.empty.append(key)
             continue
         side_infos = sides.get(ident, {})
-        first, last, tmin, tmax = parsed.start_offset, parsed.start_offset + count - 1, None, None
-        md_info = side_infos.get("metadata")
-        if md_info is not None:
-            md = MetadataFormat().read_columns(io.BytesIO(store.read(md_info.key, etag=md_info.etag)))
-            if len(md) == count and md.offsets:
-                first, last = md.offsets[0], md.offsets[-1]
-                ts = [t for t in md.timestamps if t is not None]
-                tmin, tmax = (min(ts), max(ts)) if ts else (None, None)
+        first, last, tmin, tmax = _span(store, side_infos.get("metadata"), parsed.start_offset, count)
         files = tuple(SideFile(view, i.key, i.etag, i.version_id, i.size) for view, i in sorted(side_infos.items()))
         row = object_row(parsed.topic, parsed.partition, first, last, first_offset=first, last_offset=last,
                          record_count=count, encoded_partition=parsed.encoded_partition, object_key=key,
@@ -176,6 +169,20 @@ def _confluent_rows(cfg: Any, store: Any, prefix: str | None, known: set, report
     return found
 
 
+def _span(store: Any, md_info: Any, start: int, count: int) -> tuple[int, int, int | None, int | None]:
+    """(first offset, last offset, min timestamp, max timestamp) of a file of ``count`` records named at offset
+    ``start``: from its record-metadata side file when it has one that holds them (offsets may have holes), else
+    contiguous from ``start`` with no timestamps."""
+    from lakesink.objects.formats.metadata import MetadataFormat
+
+    if md_info is not None:
+        md = MetadataFormat().read_columns(io.BytesIO(store.read(md_info.key, etag=md_info.etag)))
+        if len(md) == count and md.offsets:
+            ts = [t for t in md.timestamps if t is not None]
+            return md.offsets[0], md.offsets[-1], (min(ts) if ts else None), (max(ts) if ts else None)
+    return start, start + count - 1, None, None
+
+
 def _tombstone_rows(cfg: Any, store: Any, exts: Any, with_value: set, sides: dict, known: set, report: ImportReport,
                     found: dict) -> None:
     """Rows for files of tombstones only (``behavior.on.null.values=write``): under the ``tombstone.encoded.partition``
@@ -183,7 +190,6 @@ def _tombstone_rows(cfg: Any, store: Any, exts: Any, with_value: set, sides: dic
     no value object, named as the value object would be (spec §5). Such a row names that absent value object and
     carries :data:`~lakesink.manifest.rows.TOMBSTONES_NOTE`; its records read back with null values."""
     from lakesink.manifest.rows import TOMBSTONES_NOTE
-    from lakesink.objects.formats.metadata import MetadataFormat
 
     fmt, keys_fmt = wiring.value_format(cfg), wiring.keys_format(cfg)
     tomb = cfg.tombstone_encoded_partition
@@ -199,14 +205,7 @@ def _tombstone_rows(cfg: Any, store: Any, exts: Any, with_value: set, sides: dic
         if count == 0:
             report.empty.append(keys_info.key)
             continue
-        first, last, tmin, tmax = start, start + count - 1, None, None
-        md_info = side_infos.get("metadata")
-        if md_info is not None:
-            md = MetadataFormat().read_columns(io.BytesIO(store.read(md_info.key, etag=md_info.etag)))
-            if len(md) == count and md.offsets:
-                first, last = md.offsets[0], md.offsets[-1]
-                ts = [t for t in md.timestamps if t is not None]
-                tmin, tmax = (min(ts), max(ts)) if ts else (None, None)
+        first, last, tmin, tmax = _span(store, side_infos.get("metadata"), start, count)
         key = keys_info.key[:-len(".keys" + exts.keys)] + fmt.extension  # the value object it would have
         files = tuple(SideFile(view, i.key, i.etag, i.version_id, i.size) for view, i in sorted(side_infos.items()))
         row = object_row(topic, partition, first, last, first_offset=first, last_offset=last, record_count=count,
