@@ -51,6 +51,11 @@ class BatchResult:
     #: This job object's attempt number (1, 2, ...): a batch id is only taken by a commit, so while nothing
     #: commits the same id comes back, and what did not commit is told by its poll number instead
     poll: int = 0
+    #: the earliest time (epoch ms, record time) a file this batch left open becomes closable by
+    #: rotate.interval.ms, or None; with ``snapshot_ms`` (the wall clock when the batch took its Kafka snapshot),
+    #: what :mod:`lakesink.driver.poll_schedule` times the next poll of a continuous run by
+    due_ms: int | None = None
+    snapshot_ms: int | None = None
 
     @property
     def committed(self) -> bool:

@@ -36,6 +36,7 @@ from lakesink.driver.kafka_admin import isolation_level
 from lakesink.executor.archiver import ArchivedRow
 from lakesink.executor.task import RESULT_SCHEMA, PartitionStatus, archive_partitions, decode_result
 from lakesink.driver.batch import BatchResult, PartitionPlan, executor_error, parse_interval
+from lakesink.driver.poll_schedule import next_poll
 from lakesink.hooks import NO_HOOKS, Hooks
 from lakesink.manifest import CHAIN_KINDS, OBJECT, SKIPPED, ManifestRow, advance_row, skipped_row
 from lakesink.manifest.rows import object_files
@@ -254,8 +255,9 @@ class SinkJob:
 
         t0 = time.monotonic()
         self._polls += 1
+        snapshot_ms = time.time_ns() // 1_000_000  # no later than the Kafka snapshot plan() takes
         plans, skipped, ksnap, batch_id = self.plan()
-        result = BatchResult(batch_id, self.run_id, partitions=plans, poll=self._polls)
+        result = BatchResult(batch_id, self.run_id, partitions=plans, poll=self._polls, snapshot_ms=snapshot_ms)
         driver_retries = getattr(self.store, "retries", 0)
         result.seconds["plan"] = time.monotonic() - t0
         rows: list[ManifestRow] = list(skipped)
@@ -284,6 +286,9 @@ class SinkJob:
             result.s3_retries = sum(d.s3_retries for d in decoded if isinstance(d, PartitionStatus))
             result.records_read = sum(d.read for d in decoded if isinstance(d, PartitionStatus))
             result.dead_lettered = sum(d.dead_lettered for d in decoded if isinstance(d, PartitionStatus))
+            if cfg.timestamp_extractor != "Wallclock":  # Wallclock: re-read open files never close on time
+                result.due_ms = min((d.due_ms for d in decoded if isinstance(d, PartitionStatus)
+                                     and d.due_ms is not None), default=None)
             produced = [d for d in decoded if isinstance(d, ArchivedRow)]
             for p in plans:
                 if (p.topic, p.partition) not in status:
@@ -449,7 +454,8 @@ class SinkJob:
     def run(self, once: bool = True, interval_s: float = 30.0, flush_tail: bool = False,
             stop: threading.Event | None = None,
             on_batch: Callable[[BatchResult], None] | None = None) -> list[BatchResult]:
-        """``once``: one batch up to the offsets seen now. Else repeat every ``interval_s`` until
+        """``once``: one batch up to the offsets seen now. Else repeat every ``interval_s`` (sooner when a file
+        left open becomes closable by rotate.interval.ms: :mod:`lakesink.driver.poll_schedule`) until
         ``stop`` is set (SIGTERM/SIGINT set it: the current batch finishes and commits first).
         ``on_batch`` is called after every committed batch."""
         install = stop is None  # a caller passing ``stop`` handles signals itself (the CLI)
@@ -469,7 +475,10 @@ class SinkJob:
                 continue
             if once or stop.is_set():
                 return results
-            stop.wait(max(0.0, interval_s - (time.monotonic() - t)))
+            nxt = next_poll(interval_s=interval_s, started=t, now=time.monotonic(), due_ms=res.due_ms,
+                            snapshot_ms=res.snapshot_ms, wall_now_ms=time.time_ns() // 1_000_000)
+            log.info(nxt.words())
+            stop.wait(nxt.wait_s)
             if stop.is_set():
                 return results
 

@@ -26,6 +26,9 @@ class PartitionStatus:
     last_offset: int | None
     s3_retries: int = 0  # retried S3 requests of this task (throttling, dropped connections)
     dead_lettered: int = 0  # records this task sent to the dead-letter topic (errors.tolerance=all)
+    #: when this partition's files left open become closable by rotate.interval.ms (record time, epoch ms;
+    #: :attr:`lakesink.objects.rotation.Rotator.due_ms`), None if none is: a hint for the next poll's time
+    due_ms: int | None = None
 
 
 def encode_result(result: ArchivedRow | PartitionStatus) -> str:

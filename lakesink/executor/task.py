@@ -177,7 +177,8 @@ def archive_partitions(batches: Iterator[Any], parts: "TaskParts", ctx, plans: d
     if archiver is not None:
         out.append(encode_result(PartitionStatus(archiver.topic, archiver.partition, read, first, last,
                                                  getattr(store, "retries", 0),
-                                                 letters.delivered if letters is not None else 0)))
+                                                 letters.delivered if letters is not None else 0,
+                                                 archiver.rotator.due_ms)))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
 

@@ -245,6 +245,17 @@ class Rotator:
     def open_record_count(self) -> int:
         return self._s.count
 
+    @property
+    def due_ms(self) -> int | None:
+        """When the open files become closable by ``rotate.interval.ms``: the base timestamp (the first record's
+        since the last commit) + the interval, in the extractor's time; None when nothing is open or rotation is
+        not periodic. A scheduling hint only (:mod:`lakesink.driver.poll_schedule`): a record at or after it
+        closes them."""
+        s = self._s
+        if not self._periodic or s.count <= 0 or s.base_ts is None:
+            return None
+        return s.base_ts + self.policy.rotate_interval_ms
+
     def process(self, record: SinkRecord, *, continues: bool = False, more: bool = False) -> list[Event]:
         """Events caused by ``record`` (the next record of this partition), in order.
 
