@@ -138,7 +138,9 @@ class PredicateMatcher:
         # no value object fetched when the predicate names no value: read as a tombstones-only object is read
         view = obj if want_value or "value_bytes" in self.columns or obj.value_omitted else dataclasses.replace(
             obj, value_omitted=True)
-        batch = read_record_batch(reader.store, reader.value_format(obj), view, schema,
+        # the values are wanted twice (bytes for the batch, decoded for `value`): the object is fetched once
+        store = ReadOnce(reader.store) if want_value else reader.store
+        batch = read_record_batch(store, reader.value_format(obj), view, schema,
                                   keys_format=reader.keys_format if "key" in self.columns else None,
                                   headers_format=reader.headers_format if "headers" in self.columns else None,
                                   key_decoder=reader.parts.key_decoder.name,
@@ -148,7 +150,7 @@ class PredicateMatcher:
             return None
         self.scanned_records += batch.num_rows
         table = pa.Table.from_batches([batch]).rename_columns(_BATCH_NAMES)
-        values = _decoded_values(reader, obj, batch.num_rows) if want_value else None
+        values = _decoded_values(store, reader.value_format(obj), obj, batch.num_rows) if want_value else None
         return _Read(index, obj, table, values)
 
     # ---------------------------------------------------------------------------------------------- evaluating
@@ -256,10 +258,32 @@ def _starts(sizes: list[int]) -> list[int]:
     return out
 
 
-def _decoded_values(reader: Any, obj: ArchivedObject, n: int) -> list | None:
+class ReadOnce:
+    """A store whose whole-object reads are each fetched (and checked against their ETag) once: made for one
+    object's read, so that its bytes serve every view decoded from them."""
+
+    def __init__(self, store: Any):
+        self._store = store
+        self._read: dict[tuple, bytes] = {}
+
+    def read(self, key: str, etag: str | None = None, version_id: str | None = None,
+             byte_range: Any = None) -> bytes:
+        """The store's ``read``; the same answer again when asked for the same whole object."""
+        if byte_range is not None:
+            return self._store.read(key, etag=etag, version_id=version_id, byte_range=byte_range)
+        ask = (key, etag, version_id)
+        if ask not in self._read:
+            self._read[ask] = self._store.read(key, etag=etag, version_id=version_id)
+        return self._read[ask]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _decoded_values(store: Any, fmt: Any, obj: ArchivedObject, n: int) -> list | None:
     """The object's values decoded (dicts for JSON objects, Avro and Parquet records), or None when they cannot be."""
     try:
-        values = read_object(reader.store, reader.value_format(obj), obj)
+        values = read_object(store, fmt, obj)
     except (TypeError, ValueError):
         return None
     return values if len(values) == n else None

@@ -223,6 +223,28 @@ def test_the_pruned_plan_finds_what_reading_everything_finds(archive, where, pru
         assert want, where  # each predicate selects something
 
 
+def test_a_value_predicate_fetches_each_value_object_once(archive):
+    """The predicate's `value` needs the values decoded and the batch their bytes: one fetch of the object gives
+    both (it was two), and the matcher finds what it found."""
+    cfg, rows = archive
+    parts = wiring.task_parts(cfg)
+    where = "value.id = 6"
+    predicate = where_predicate(where, hint=RECORD_PREDICATE_HINT)
+    reader = ObjectReader(parts)
+    store_read, reads = reader.store.read, []
+
+    def counted(key, *args, **kwargs):
+        reads.append(key)
+        return store_read(key, *args, **kwargs)
+
+    reader.store.read = counted
+    with PredicateMatcher(predicate, where, PREDICATE_COLUMNS) as m:
+        found = [h["offsets"] for h in m.match(reader, [(i, ArchivedObject.from_row(r)) for i, r in enumerate(rows)])]
+    values = [k for k in reads if k.endswith(".json") and k.count(".") == 1]
+    assert len(values) == len(rows) and len(set(values)) == len(rows)
+    assert found and found == [h.offsets for h in plan(parts, rows, predicate, where).matched]
+
+
 def test_a_plan_reads_only_the_files_its_predicate_names(built, tmp_path):
     """A copy of the store without any value object or headers file: a predicate over keys (or offsets) still plans,
     and finds what it finds on the whole store; one over values or headers fails naming a missing file."""
