@@ -48,8 +48,10 @@ def consumer_conf(conf: Mapping[str, Any], group: str) -> dict[str, Any]:
 
 
 def read_committed(conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]],
-                   timeout_s: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str | None]]:
+                   timeout_s: float = 30.0, consumer: Any = None) -> dict[tuple[str, int], tuple[int | None, str | None]]:
     """``{(topic, partition): (committed offset or None, metadata or None)}`` of ``group`` (stable offsets only).
+    ``consumer``: a never-subscribing consumer of ``group`` made from :func:`consumer_conf`, asked instead of a new
+    one (and left open: a caller that keeps one for the group's metadata reads through it).
 
     Raises :class:`~lakesink.errors.KafkaMetadataError` naming the group when the offsets cannot be read within
     ``timeout_s`` (a retriable error past the deadline, or one that cannot succeed: authorization, for one)."""
@@ -67,7 +69,9 @@ def read_committed(conf: Mapping[str, Any], group: str, partitions: Iterable[tup
                             f"({', '.join(f'{t}-{p}' for t, p in wanted[:4])}{', ...' if len(wanted) > 4 else ''}): "
                             f"{what}")
 
-    consumer = Consumer(consumer_conf(conf, group))
+    own = consumer is None
+    if own:
+        consumer = Consumer(consumer_conf(conf, group))
     try:
         while True:
             left = max(1.0, deadline - time.monotonic())
@@ -88,4 +92,5 @@ def read_committed(conf: Mapping[str, Any], group: str, partitions: Iterable[tup
                 continue
             raise failed(bad)
     finally:
-        consumer.close()
+        if own:
+            consumer.close()

@@ -79,22 +79,29 @@ class GroupTargets:
         group has an offset on the source partition)."""
         from confluent_kafka import Consumer
 
-        from lakesink.executor.committed import read_committed
+        from lakesink.executor.committed import consumer_conf, read_committed
 
         wanted = self.for_source(src_topic, src_part)
         if not wanted:
             return None
         placed = {d: {} for d in partitions}  # partition -> {group: offset already there}
-        for w in wanted:  # once per group, not per destination partition
-            check_idle(admin, w.group, timeout_s)
-            for (_t, d), (offset, _md) in read_committed(conf, w.group, [(topic, d) for d in partitions],
-                                                         timeout_s).items():
-                if offset is not None:
-                    placed[d][w.group] = offset
-        # one consumer per group, shared by the partitions' committers: it only supplies the group's metadata
-        consumers = {w.group: Consumer({**conf, "group.id": w.group, "enable.auto.commit": False,
-                                        "isolation.level": "read_committed"})
-                     for w in wanted if any(w.group not in placed[d] for d in partitions)}
+        # one never-subscribing consumer per group: it reads the group's offsets here, and supplies its metadata to
+        # the transactions of every destination partition's committer that still has to place the group
+        consumers: dict[str, Any] = {}
+        try:
+            for w in wanted:  # once per group, not per destination partition
+                check_idle(admin, w.group, timeout_s)
+                consumers[w.group] = Consumer(consumer_conf(conf, w.group))
+                for (_t, d), (offset, _md) in read_committed(conf, w.group, [(topic, d) for d in partitions],
+                                                             timeout_s, consumer=consumers[w.group]).items():
+                    if offset is not None:
+                        placed[d][w.group] = offset
+        except BaseException:
+            for c in consumers.values():
+                c.close()
+            raise
+        for g in [g for g in consumers if all(g in placed[d] for d in partitions)]:
+            consumers.pop(g).close()  # placed everywhere already: nothing to commit for it
         out = {d: GroupCommitter(wanted, topic, d, {g: c for g, c in consumers.items() if g not in placed[d]},
                                  placed[d], timeout_s) for d in partitions}
         return Committers(out, consumers)
