@@ -42,3 +42,23 @@ def test_a_file_endpoint_is_a_local_store(tmp_path) -> None:
     local = {k: v for k, v in BASE.items() if not k.startswith("aws.")}
     cfg = SinkConfig.from_dict({**local, "store.url": f"file://{tmp_path}", "manifest.location": str(tmp_path / "m")})
     assert wiring.s3_settings(cfg) is None and wiring.store_settings(cfg).is_local
+
+
+def test_stores_opened_again_in_a_worker_share_their_s3_client() -> None:
+    """A worker opens the store once per Kafka range: the same settings reuse the boto3 client (no client built per
+    range), new credentials, another endpoint or another thread get their own."""
+    import threading
+
+    first = open_store(wiring.store_settings(SinkConfig.from_dict(BASE)))
+    again = open_store(wiring.store_settings(SinkConfig.from_dict(BASE)))
+    assert again is not first and again.client is first.client
+    rotated = open_store(wiring.store_settings(SinkConfig.from_dict({**BASE, "aws.secret.access.key": "other-1"})))
+    assert rotated.client is not first.client
+    assert rotated.client._request_signer._credentials.secret_key == "other-1"
+    elsewhere = open_store(wiring.store_settings(SinkConfig.from_dict({**BASE, "store.url": "http://127.0.0.1:9001"})))
+    assert elsewhere.client is not first.client and elsewhere.client.meta.endpoint_url == "http://127.0.0.1:9001"
+    other: list = []
+    t = threading.Thread(target=lambda: other.append(open_store(wiring.store_settings(SinkConfig.from_dict(BASE)))))
+    t.start()
+    t.join()
+    assert other[0].client is not first.client
