@@ -125,7 +125,9 @@ def parse_pairs(args: list[str]) -> list[tuple[int, int]]:
 def main(argv: list[str] | None = None) -> None:
     """Preload once, fork a worker per further pair, serve the first pair here."""
     pairs = parse_pairs(sys.argv[1:] if argv is None else argv)
-    preload(PRELOAD)  # before any thread: forked children copy only the forking thread
+    # before any thread: forked children copy only the forking thread. No pandas: these workers never hand pyarrow a
+    # pandas object (no Spark here)
+    preload(PRELOAD, pandas=False)
     mine = pairs[0]
     for pair in pairs[1:]:
         if os.fork() == 0:

@@ -134,6 +134,20 @@ def tasks():
         yield t
 
 
+def test_a_worker_converts_python_lists_without_importing_pandas(tasks):
+    """The workers skip pyarrow's pandas probe (lakesink.executor.pydaemon.skip_pandas_probe): no pandas import in
+    the local engine's processes."""
+    def converts(i: int) -> list[str]:  # defined here: pickled by value, as a task is
+        import sys
+
+        import pyarrow as pa
+
+        pa.Table.from_pylist([{"k": b"x", "n": i}])
+        return [f"{i}:{'pandas' in sys.modules}"]
+
+    assert tasks.run(converts, 2) == ["0:False", "1:False"]
+
+
 def test_tasks_run_on_the_workers_in_task_order(tasks):
     seen: list[list[str]] = []
     out = tasks.run(lambda i: [f"{i}:{os.getpid()}"], 5, seen.append)
