@@ -70,12 +70,39 @@ class _NoPandas:
         return None
 
 
+class _RearmOnPandas:
+    """A meta path finder that, when pandas is imported after all (by a plugin, say), tells pyarrow once its import
+    is done: the probe :func:`skip_pandas_probe` made said no, and pyarrow would treat a pandas object as a plain
+    sequence until something asked it for pandas outright."""
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name != "pandas":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)  # once; and so that the lookup below finds the real pandas
+        spec = importlib.util.find_spec("pandas")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            run(module)
+            import pyarrow
+
+            pyarrow.table({"x": []}).to_pandas()  # asks for pandas outright: pyarrow's probe runs again, and finds it
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def skip_pandas_probe() -> bool:
     """Let this process's pyarrow convert Python lists without importing pandas (~0.35 s of CPU, the largest import
     of a local worker): pyarrow tries ``import pandas`` once, on its first conversion of a Python object, to tell
     pandas objects apart, and keeps the answer; here that try meets ImportError. Anything that asks pyarrow for
-    pandas itself (``to_pandas``, ``from_pandas``) still imports it then. For processes that never hand pyarrow a
-    pandas object: the local engine's workers. False when pandas was already imported (nothing to save)."""
+    pandas itself (``to_pandas``) still imports it then, and an ``import pandas`` later in the process makes pyarrow
+    probe again (:class:`_RearmOnPandas`), so code that does use pandas converts as before. Used by the local engine's
+    workers, which themselves never use pandas. False when pandas was already imported (nothing to save)."""
     import pyarrow
 
     if "pandas" in sys.modules:
@@ -86,6 +113,7 @@ def skip_pandas_probe() -> bool:
         pyarrow.array([0])
     finally:
         sys.meta_path.remove(finder)
+    sys.meta_path.insert(0, _RearmOnPandas())
     return True
 
 

@@ -69,16 +69,16 @@ def test_the_local_workers_preload_list_imports_too():
 
 def test_the_local_workers_convert_python_lists_without_importing_pandas():
     """preload(pandas=False), as the local engine's workers preload: pyarrow's conversions of Python lists (what the
-    tasks do) no longer import pandas; asked for pandas itself (to_pandas, a Series), pyarrow still imports it and
-    converts as before."""
+    tasks do) no longer import pandas; once pandas is imported after all (a plugin), pyarrow converts its objects
+    as before (a categorical Series is a dictionary array, not a failed sequence of strings and NaN)."""
     code = ("import sys; from lakesink.executor.local_worker import PRELOAD; "
             "from lakesink.executor.pydaemon import preload; import pyarrow as pa; "
             "assert preload(PRELOAD, pandas=False) == list(PRELOAD); "
             "pa.array([1, 2]); pa.array([b'x', None], pa.binary()); pa.Table.from_pylist([{'a': 'x'}]); "
             "assert 'pandas' not in sys.modules, 'pandas imported'; "
-            "df = pa.table({'a': [1, 2]}).to_pandas(); assert list(df['a']) == [1, 2]; "
             "import pandas as pd; "
             "assert pa.array(pd.Series(['a', None], dtype='category')).type == pa.dictionary(pa.int8(), pa.string()); "
+            "df = pa.table({'a': [1, 2]}).to_pandas(); assert list(df['a']) == [1, 2]; "
             "print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
