@@ -219,8 +219,12 @@ class LocalRunner:
     name = "local"
 
     def __init__(self, parallelism: int, output: int | None = None):
+        from lakesink.executor.pydaemon import skip_pandas_probe
+
         self.tasks = LocalTasks(parallelism, output=output)
         self._parallelism = parallelism
+        # no Spark in this process: pyarrow's conversions (the manifest commit's rows) need not import pandas
+        skip_pandas_probe()
 
     def cannot_run(self, cfg: Any) -> str | None:
         from lakesink import wiring

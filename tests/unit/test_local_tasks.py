@@ -269,3 +269,16 @@ def test_sql_asks_the_same_catalog_question(extra, why):
     with pytest.raises(InvalidArgumentError, match=f"--engine duckdb reads path tables only, and {why}"):
         sql_engine(cfg, "duckdb")
     assert sql_engine(SinkConfig.from_dict(BASE), "auto") == "duckdb"
+
+
+def test_the_local_engines_driver_converts_python_lists_without_importing_pandas():
+    """A process that runs its tasks on local workers has no Spark: its own pyarrow conversions (the manifest
+    commit's rows) skip the pandas probe too. Run in a child: the probe's answer is kept for the process."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import pyarrow as pa; from lakesink.runners.local import LocalRunner; "
+            "r = LocalRunner(1); pa.Table.from_pylist([{'a': 'x'}]); r.close(); "
+            "print('pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-2000:]
