@@ -496,6 +496,83 @@ class Rotator:
             self._last_seen = offsets[-1]
         return out
 
+    @property
+    def time_runs(self) -> bool:
+        """Rotation is a function of counts and the records' own timestamps (what :meth:`process_time_run`
+        needs): a time-based partitioner whose encoded partitions :meth:`process_time_run` is given, no scheduled
+        rotation, no tombstone files, no key schemas."""
+        return (self.partitioner.time_based and not self._scheduled and not self.policy.rotate_on_key_schema
+                and self.policy.behavior_on_null_values != "write")
+
+    def process_time_run(self, offsets, timestamps, encs, schema: ValueSchema | None,
+                         out: list | None = None) -> list | None:
+        """:meth:`process_run` under a time-based partitioner whose timestamp is the record's own (the Record
+        extractor), when :attr:`time_runs`: records that are all written, all carry ``schema`` (the same
+        object), given as their (strictly ascending) offsets, (non-null) timestamps and encoded partitions
+        (``encs``: :meth:`TimeBasedPartitioner.encode_record_times
+        <lakesink.objects.partitioners.TimeBasedPartitioner.encode_record_times>`).
+
+        The steps of :meth:`process` on ints: the first timestamp since the last commit is the base; before a
+        record, ``ts - base >= rotate.interval.ms`` or (``rotate.file.on.partition.change``) another encoded
+        partition than the last written record's commits all open files; after it, ``flush.size`` does. Emits
+        :class:`AppendSpan` (one per stretch of records going to one file) and :class:`Commit` events, exactly
+        the Appends and Commits of :meth:`process_many`. Returns None, changing nothing, when the run cannot be
+        handled in bulk (not :attr:`time_runs`, or an open file holds another schema)."""
+        if not self.time_runs:
+            return None
+        s = self._s
+        if any(v is not schema for v in s.schemas.values()):
+            return None
+        n = len(offsets)
+        if n and offsets[0] <= self._last_seen:
+            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
+        if out is None:
+            out = []
+        self._batch_now()
+        files, schemas = s.files, s.schemas
+        flush = self.policy.flush_size
+        periodic, interval = self._periodic, self.policy.rotate_interval_ms
+        on_change = self.policy.rotate_on_partition_change
+        span_at, span_file = 0, None  # the open span: from index span_at, to the file span_file
+        for i in range(n):
+            ts, enc = timestamps[i], encs[i]
+            if s.base_ts is None:
+                s.base_ts = ts
+            if periodic and s.count > 0 and (ts - s.base_ts >= interval or (on_change and enc != s.cur_enc)):
+                if span_file is not None:
+                    out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                    span_file = None
+                out.append(self._commit())
+                s.base_ts = ts
+            s.cur_ts = ts
+            off = offsets[i]
+            f = files.get(enc)
+            if f is None:
+                f = files[enc] = _OpenFile(enc, off, schema)
+                schemas[enc] = schema
+            if f is not span_file:
+                if span_file is not None:
+                    out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                span_at, span_file = i, f
+            f.last_offset = off
+            f.count += 1
+            if f.min_ts is None or ts < f.min_ts:
+                f.min_ts = ts
+            if f.max_ts is None or ts > f.max_ts:
+                f.max_ts = ts
+            s.count += 1
+            s.cur_enc = enc
+            self._last_written = off
+            if s.count >= flush:
+                out.append(AppendSpan(enc, span_at, i + 1, f.start_offset))
+                span_file = None
+                out.append(self._commit())
+        if span_file is not None:
+            out.append(AppendSpan(span_file.encoded_partition, span_at, n, span_file.start_offset))
+        if n:
+            self._last_seen = offsets[-1]
+        return out
+
     def finish(self, flush_tail: bool = False) -> list[Event]:
         """End of a batch: time/scheduled rotation, optional tail flush, Advance for file-less offsets."""
         now = self._batch_now()
