@@ -170,8 +170,8 @@ class PartitionArchiver:
             raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: a columnar run without its "
                                           f"{' and '.join(missing)} column")
         if self.partitioner.time_based:  # the encoded partition of each record's own time, per distinct bucket
-            encs = self.partitioner.encode_record_times(timestamps) if self.rotator.time_runs else None
-            events = None if encs is None else self.rotator.process_time_run(offsets, timestamps, encs, schema)
+            buckets = self.partitioner.record_time_buckets(timestamps) if self.rotator.time_runs else None
+            events = None if buckets is None else self.rotator.process_time_run(offsets, timestamps, *buckets, schema)
         else:
             enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
             events = self.rotator.process_run(offsets, timestamps, enc, schema)

@@ -304,23 +304,35 @@ class TimeBasedPartitioner(Partitioner):
 
     def encode_record_times(self, timestamps: Sequence[int]) -> list[str] | None:
         """:meth:`encode_partition` of records whose timestamps (the Record extractor's time) are
-        ``timestamps``, one string per record, computed once per distinct bucket rather than per record: the
-        columnar path (``lakesink.executor.columnar``) cuts runs from a batch's timestamp column with it.
+        ``timestamps``, one string per record (:meth:`record_time_buckets` spelled out), or None."""
+        got = self.record_time_buckets(timestamps)
+        if got is None:
+            return None
+        codes, paths = got
+        return [paths[c] for c in codes.tolist()]
 
-        Exactly the record path's strings: each timestamp's local time is ``ts + offset(ts)`` as
-        :meth:`Zone.utc_to_local <lakesink.objects.timeformat.Zone.utc_to_local>` gives it, the offset read once
-        per whole second (tz database transitions fall on whole seconds; a second whose two ends disagree is
-        not vouched for), the local bucket truncated as Java does, and each distinct bucket start converted
-        (:meth:`Zone.local_to_utc <lakesink.objects.timeformat.Zone.local_to_utc>`) and printed by this
-        partitioner's own :meth:`_path`. None when it cannot vouch for them (a timestamp outside the years
-        1..9999, where the record path names the record it cannot format)."""
+    def record_time_buckets(self, timestamps: Sequence[int]) -> "tuple[Any, list[str]] | None":
+        """The encoded partitions of records whose timestamps (the Record extractor's time) are ``timestamps``,
+        as ``(codes, paths)``: an int64 numpy array with one code per record, ascending with the bucket, and the
+        path of each code (two codes may print alike, for a ``path.format`` that leaves out what tells their
+        buckets apart). The columnar path (``lakesink.executor.columnar``) cuts runs from a batch's timestamp
+        column with it (:meth:`Rotator.process_time_run <lakesink.objects.rotation.Rotator.process_time_run>`).
+
+        Exactly :meth:`encode_partition`'s strings, computed once per distinct bucket rather than per record:
+        each timestamp's local time is ``ts + offset(ts)`` as :meth:`Zone.utc_to_local
+        <lakesink.objects.timeformat.Zone.utc_to_local>` gives it, the offset read once per whole second (tz
+        database transitions fall on whole seconds; a second whose two ends disagree is not vouched for), the
+        local bucket truncated as Java does, and each distinct bucket start converted (:meth:`Zone.local_to_utc
+        <lakesink.objects.timeformat.Zone.local_to_utc>`) and printed by this partitioner's own :meth:`_path`.
+        None when it cannot vouch for them (not :attr:`encodes_record_times`, or a timestamp outside the years
+        2..9998, where the record path names the record it cannot format)."""
         import numpy as np
 
         if not self.encodes_record_times:
             return None
         n = len(timestamps)
         if n == 0:
-            return []
+            return np.zeros(0, dtype=np.int64), []
         ts = np.asarray(timestamps, dtype=np.int64)
         if int(ts.min()) < _MIN_TS or int(ts.max()) > _MAX_TS:
             return None
@@ -338,14 +350,16 @@ class TimeBasedPartitioner(Partitioner):
             local = ts + offsets[inv.reshape(-1)]
         q = local // d  # floor; Java's long division truncates toward zero (timeformat.java_div)
         q += (local < 0) & (q * d != local)
-        buckets, inv = np.unique(q * d, return_inverse=True)
+        lo, hi = int(q.min()), int(q.max())
+        if lo == hi:  # one bucket (the common case): no sort
+            buckets, codes = [lo * d], np.zeros(n, dtype=np.int64)
+        else:
+            uniq, codes = np.unique(q, return_inverse=True)
+            buckets, codes = [b * d for b in uniq.tolist()], codes.reshape(-1).astype(np.int64, copy=False)
         try:
-            paths = [self._path(z.local_to_utc(b, False)) for b in buckets.tolist()]
+            return codes, [self._path(z.local_to_utc(b, False)) for b in buckets]
         except (OverflowError, ValueError):
             return None
-        if len(paths) == 1:
-            return [paths[0]] * n
-        return [paths[i] for i in inv.reshape(-1).tolist()]
 
 
 class DailyPartitioner(TimeBasedPartitioner):

@@ -504,20 +504,25 @@ class Rotator:
         return (self.partitioner.time_based and not self._scheduled and not self.policy.rotate_on_key_schema
                 and self.policy.behavior_on_null_values != "write")
 
-    def process_time_run(self, offsets, timestamps, encs, schema: ValueSchema | None,
+    def process_time_run(self, offsets, timestamps, codes, paths: list[str], schema: ValueSchema | None,
                          out: list | None = None) -> list | None:
         """:meth:`process_run` under a time-based partitioner whose timestamp is the record's own (the Record
         extractor), when :attr:`time_runs`: records that are all written, all carry ``schema`` (the same
         object), given as their (strictly ascending) offsets, (non-null) timestamps and encoded partitions
-        (``encs``: :meth:`TimeBasedPartitioner.encode_record_times
-        <lakesink.objects.partitioners.TimeBasedPartitioner.encode_record_times>`).
+        (``paths[codes[i]]``: :meth:`TimeBasedPartitioner.record_time_buckets
+        <lakesink.objects.partitioners.TimeBasedPartitioner.record_time_buckets>`).
 
-        The steps of :meth:`process` on ints: the first timestamp since the last commit is the base; before a
-        record, ``ts - base >= rotate.interval.ms`` or (``rotate.file.on.partition.change``) another encoded
-        partition than the last written record's commits all open files; after it, ``flush.size`` does. Emits
-        :class:`AppendSpan` (one per stretch of records going to one file) and :class:`Commit` events, exactly
-        the Appends and Commits of :meth:`process_many`. Returns None, changing nothing, when the run cannot be
-        handled in bulk (not :attr:`time_runs`, or an open file holds another schema)."""
+        The steps of :meth:`process`, on stretches of records of one encoded partition at a time: the first
+        timestamp since the last commit is the base; before a record, ``ts - base >= rotate.interval.ms`` or
+        (``rotate.file.on.partition.change``) another encoded partition than the last written record's commits all
+        open files; after it, ``flush.size`` does. So the records after one that opens a stretch go to its file
+        up to the first whose timestamp reaches base + interval (searched with numpy) or the one that fills
+        ``flush.size``. Emits :class:`AppendSpan` (one per stretch of records going to one file) and
+        :class:`Commit` events, exactly the Appends and Commits of :meth:`process_many`. Returns None, changing
+        nothing, when the run cannot be handled in bulk (not :attr:`time_runs`, or an open file holds another
+        schema)."""
+        import numpy as np
+
         if not self.time_runs:
             return None
         s = self._s
@@ -529,44 +534,58 @@ class Rotator:
         if out is None:
             out = []
         self._batch_now()
+        ts_arr = np.asarray(timestamps, dtype=np.int64)
+        ts = timestamps if isinstance(timestamps, list) else ts_arr.tolist()
+        codes = np.asarray(codes)
+        bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), n] if n else [0]
         files, schemas = s.files, s.schemas
         flush = self.policy.flush_size
         periodic, interval = self._periodic, self.policy.rotate_interval_ms
         on_change = self.policy.rotate_on_partition_change
         span_at, span_file = 0, None  # the open span: from index span_at, to the file span_file
-        for i in range(n):
-            ts, enc = timestamps[i], encs[i]
-            if s.base_ts is None:
-                s.base_ts = ts
-            if periodic and s.count > 0 and (ts - s.base_ts >= interval or (on_change and enc != s.cur_enc)):
-                if span_file is not None:
-                    out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+        for a, b in zip(bounds, bounds[1:]):
+            enc = paths[int(codes[a])]
+            i = a
+            while i < b:
+                t = ts[i]
+                if s.base_ts is None:
+                    s.base_ts = t
+                if periodic and s.count > 0 and (t - s.base_ts >= interval or (on_change and enc != s.cur_enc)):
+                    if span_file is not None:
+                        out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                        span_file = None
+                    out.append(self._commit())
+                    s.base_ts = t
+                stop = min(b, i + max(1, flush - s.count))  # record i and those after it that go to its file
+                if periodic and stop - i > 1:
+                    stop = _first_reaching(ts, ts_arr, i + 1, stop, s.base_ts + interval)
+                f = files.get(enc)
+                if f is None:
+                    f = files[enc] = _OpenFile(enc, offsets[i], schema)
+                    schemas[enc] = schema
+                if f is not span_file:
+                    if span_file is not None:
+                        out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                    span_at, span_file = i, f
+                if stop - i <= 16:
+                    lo, hi = min(ts[i:stop]), max(ts[i:stop])
+                else:
+                    lo, hi = int(ts_arr[i:stop].min()), int(ts_arr[i:stop].max())
+                if f.min_ts is None or lo < f.min_ts:
+                    f.min_ts = lo
+                if f.max_ts is None or hi > f.max_ts:
+                    f.max_ts = hi
+                f.last_offset = offsets[stop - 1]
+                f.count += stop - i
+                s.count += stop - i
+                s.cur_ts = ts[stop - 1]
+                s.cur_enc = enc
+                self._last_written = f.last_offset
+                if s.count >= flush:
+                    out.append(AppendSpan(enc, span_at, stop, f.start_offset))
                     span_file = None
-                out.append(self._commit())
-                s.base_ts = ts
-            s.cur_ts = ts
-            off = offsets[i]
-            f = files.get(enc)
-            if f is None:
-                f = files[enc] = _OpenFile(enc, off, schema)
-                schemas[enc] = schema
-            if f is not span_file:
-                if span_file is not None:
-                    out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
-                span_at, span_file = i, f
-            f.last_offset = off
-            f.count += 1
-            if f.min_ts is None or ts < f.min_ts:
-                f.min_ts = ts
-            if f.max_ts is None or ts > f.max_ts:
-                f.max_ts = ts
-            s.count += 1
-            s.cur_enc = enc
-            self._last_written = off
-            if s.count >= flush:
-                out.append(AppendSpan(enc, span_at, i + 1, f.start_offset))
-                span_file = None
-                out.append(self._commit())
+                    out.append(self._commit())
+                i = stop
         if span_file is not None:
             out.append(AppendSpan(span_file.encoded_partition, span_at, n, span_file.start_offset))
         if n:
@@ -662,3 +681,24 @@ def same_schema(a: Any, b: Any) -> bool:
         return False
     return getattr(a, "id", None) == getattr(b, "id", None) and \
         getattr(a, "fingerprint", None) == getattr(b, "fingerprint", None)
+
+
+def _first_reaching(ts: list, arr: Any, lo: int, hi: int, threshold: int) -> int:
+    """The first index in ``[lo, hi)`` whose timestamp (``ts`` = ``arr``, a list and its numpy array) is at least
+    ``threshold``, else ``hi``: a few records in Python, then numpy on windows growing eightfold (a commit early in a
+    long stretch costs no scan of all of it)."""
+    import numpy as np
+
+    step = 16
+    while lo < hi:
+        end = min(hi, lo + step)
+        if step == 16:
+            for k in range(lo, end):
+                if ts[k] >= threshold:
+                    return k
+        else:
+            hit = np.flatnonzero(arr[lo:end] >= threshold)
+            if hit.size:
+                return lo + int(hit[0])
+        lo, step = end, step * 8
+    return hi

@@ -60,6 +60,22 @@ def timestamps(draw):
     return out
 
 
+@st.composite
+def dense_timestamps(draw):
+    """Long stretches (hundreds of records, steps of a few ms with rare jumps back and forth): files that take
+    hundreds of records at once, whose end the cutter finds with numpy."""
+    at = draw(st.sampled_from(NEAR)) + draw(st.integers(-H, H))
+    n = draw(st.integers(100, 700))
+    jumps = dict(draw(st.lists(st.tuples(st.integers(0, n), st.sampled_from([-H, -60_000, 60_000, 20 * 60_000])),
+                               max_size=4)))
+    step = draw(st.sampled_from([1, 7, 300, 4000]))
+    out = []
+    for i in range(n):
+        at += jumps.get(i, step)
+        out.append(at)
+    return out
+
+
 @settings(max_examples=200, deadline=None)
 @given(ts=timestamps(), kind=st.sampled_from(KINDS), tz=st.sampled_from(ZONES))
 def test_encode_record_times_equals_encode_partition(ts, kind, tz):
@@ -136,13 +152,13 @@ def merged(events) -> list:
 
 @st.composite
 def scenarios(draw):
-    ts = draw(timestamps())
+    ts = draw(st.one_of(timestamps(), dense_timestamps()))
     offsets, off = [], draw(st.integers(0, 5))
     for _ in ts:
         off += draw(st.integers(1, 3))
         offsets.append(off)
-    policy = RotationPolicy(flush_size=draw(st.sampled_from([1, 2, 3, 5, 8, 1000])),
-                            rotate_interval_ms=draw(st.sampled_from([-1, 1, 60_000, 20 * 60_000, H, 2 * H])),
+    policy = RotationPolicy(flush_size=draw(st.sampled_from([1, 2, 3, 5, 8, 150, 1000])),
+                            rotate_interval_ms=draw(st.sampled_from([-1, 1, 100, 60_000, 20 * 60_000, H, 2 * H])),
                             rotate_on_partition_change=draw(st.booleans()),
                             behavior_on_null_values=draw(st.sampled_from(["fail", "ignore"])))
     cuts = sorted(set(draw(st.lists(st.integers(0, len(ts)), max_size=4))))
@@ -165,8 +181,8 @@ def test_time_runs_cut_the_files_of_the_per_record_rotator(sc, kind, tz):
     for lo, hi in zip(bounds, bounds[1:]):
         recs = [SinkRecord("t", 0, o, t, None, b"v") for o, t in zip(offsets[lo:hi], ts[lo:hi])]
         want += per_record(a.process_many(recs))
-        encs = b.partitioner.encode_record_times(ts[lo:hi])
-        got += spans(b.process_time_run(offsets[lo:hi], ts[lo:hi], encs, None), offsets[lo:hi])
+        codes, paths = b.partitioner.record_time_buckets(ts[lo:hi])
+        got += spans(b.process_time_run(offsets[lo:hi], ts[lo:hi], codes, paths, None), offsets[lo:hi])
         want += a.finish(flush_tail=tail and hi == len(ts))
         got += b.finish(flush_tail=tail and hi == len(ts))
         assert (a.due_ms, a.next_offset, a.open_record_count) == (b.due_ms, b.next_offset, b.open_record_count)
@@ -181,7 +197,7 @@ def test_time_runs_rotate_on_interval_partition_change_and_flush():
     t0 = utc(2024, 5, 1, 10, 50)
     ts = [t0, t0 + 5 * 60_000, t0 + 12 * 60_000, t0 - H, t0 - H + 1, t0 + 40 * 60_000, t0 + 41 * 60_000,
           t0 + 42 * 60_000, t0 + 43 * 60_000]
-    ev = rot.process_time_run(list(range(9)), ts, p.encode_record_times(ts), None)
+    ev = rot.process_time_run(list(range(9)), ts, *p.record_time_buckets(ts), None)
     shape = [(e.start, e.stop, e.encoded_partition[-7:]) if isinstance(e, AppendSpan) else (e.range_start, e.range_end)
              for e in ev]
     # 10:50, 10:55 | 11:02 (another hour) | 09:50, 09:50 (back) | 11:30 (interval from 09:50) ... 11:33 (flush)
@@ -192,14 +208,14 @@ def test_time_runs_rotate_on_interval_partition_change_and_flush():
 def test_time_runs_decline_what_needs_records():
     p = partitioner("daily", "UTC")
     sched = Rotator(RotationPolicy(flush_size=3, rotate_schedule_interval_ms=H, timezone="UTC"), p, 0)
-    assert not sched.time_runs and sched.process_time_run([0], [1], ["x"], None) is None
+    assert not sched.time_runs and sched.process_time_run([0], [1], [0], ["x"], None) is None
     tomb = Rotator(RotationPolicy(flush_size=3, behavior_on_null_values="write"), p, 0)
-    assert tomb.process_time_run([0], [1], ["x"], None) is None
+    assert tomb.process_time_run([0], [1], [0], ["x"], None) is None
     rot = Rotator(RotationPolicy(flush_size=3), p, 0)
-    assert rot.process_time_run([0], [1], ["x"], None) is not None
-    assert rot.process_time_run([1], [1], ["x"], object()) is None  # the open file holds another schema
+    assert rot.process_time_run([0], [1], [0], ["x"], None) is not None
+    assert rot.process_time_run([1], [1], [0], ["x"], object()) is None  # the open file holds another schema
     with pytest.raises(ValueError, match="offset order"):
-        rot.process_time_run([0], [1], ["x"], None)
+        rot.process_time_run([0], [1], [0], ["x"], None)
 
 
 # ------------------------------------------------------------------------------------------ archive_partitions
