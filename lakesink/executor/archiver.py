@@ -154,10 +154,10 @@ class PartitionArchiver:
                     timestamp_types: list[int] | None = None,
                     sides: dict[str, tuple[Any, Any]] | None = None) -> bool:
         """Columnar :meth:`process_many` (:mod:`lakesink.executor.columnar`): records that are all written
-        (no null value) with one ``schema``, under the Default partitioner and count-only
-        rotation or a time-based partitioner on the records' own timestamps (the Record extractor: files cut
-        from the timestamps, :meth:`Rotator.process_time_run <lakesink.objects.rotation.Rotator.process_time_run>`), given as their ascending offsets, timestamps and format payloads (one per
-        record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
+        (no null value) with one ``schema``, under the Default partitioner and count-only rotation or a
+        time-based partitioner on the records' own timestamps (the Record extractor: files cut from the
+        timestamps, :meth:`Rotator.process_time_run <lakesink.objects.rotation.Rotator.process_time_run>`), given
+        as their ascending offsets, timestamps and format payloads (one per record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
         read did not carry them), and with stored keys/headers their side files' ``sides`` (``{"keys": (payloads,
         schema), "headers": ...}``: :meth:`ColumnarPlan.side_payloads
         <lakesink.executor.columnar.ColumnarPlan.side_payloads>`). Returns False, having done nothing, if the
@@ -170,7 +170,8 @@ class PartitionArchiver:
             raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: a columnar run without its "
                                           f"{' and '.join(missing)} column")
         if self.partitioner.time_based:  # the encoded partition of each record's own time, per distinct bucket
-            buckets = self.partitioner.record_time_buckets(timestamps) if self.rotator.time_runs else None
+            bucketing = getattr(self.partitioner, "record_time_buckets", None)  # TimeBasedPartitioner's
+            buckets = bucketing(timestamps) if bucketing is not None and self.rotator.time_runs else None
             events = None if buckets is None else self.rotator.process_time_run(offsets, timestamps, *buckets, schema)
         else:
             enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
