@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakesink.errors import PartitionError
 from lakesink.executor.columnar import ColumnarPlan
 from lakesink.objects.partitioners import (DailyPartitioner, HourlyPartitioner, RecordExtractor,
                                            RecordFieldExtractor, TimeBasedPartitioner, WallclockExtractor)
@@ -297,3 +298,33 @@ def test_time_columnar_writes_the_objects_and_rows_of_the_record_path(tmp_path, 
     encs = {r["encoded_partition"] for r in record[0] if isinstance(r, dict) and r.get("kind") == "object"}
     assert not flush_tail or (len(encs) > 1 and len(record[1]) > 2)
     assert took == [n]  # every record took the columnar path
+
+
+def test_a_batch_the_fast_path_cannot_vouch_for_shares_files_with_columnar_batches(tmp_path):
+    """A non-canonical (valid) datum sends its batch through the record path, between columnar batches whose files it
+    shares; a null timestamp is named by the record path, as without the columnar path."""
+    from lakesink.executor.columnar import CANONICAL
+    from test_columnar import avro_datum
+
+    n = 90
+    ts = [NIGHT + i * 97_000 - (i % 5) * 300_000 for i in range(n)]
+    values = [avro_datum(i) for i in range(n)]
+    ok = [i != 33 for i in range(n)]
+    extra = {"rotate.interval.ms": str(20 * 60_000)}
+
+    def batch_list(tss):
+        return [b.append_column(CANONICAL, pa.array(ok[s:s + b.num_rows]))
+                for b, s in zip(time_batches(values, 10, tss), range(0, n, 10))]
+
+    took: list[int] = []
+    want = run(time_config(tmp_path / "r", "avro", "hourly", "America/New_York", **extra), batch_list(ts), False)
+    got = run(time_config(tmp_path / "c", "avro", "hourly", "America/New_York", **extra), batch_list(ts), True,
+              took=took)
+    assert got == want and took == [n - 10]
+    assert len({r["encoded_partition"] for r in got[0] if isinstance(r, dict) and r.get("kind") == "object"}) > 1
+
+    ts[47] = None
+    for columnar in (False, True):
+        with pytest.raises(PartitionError, match="no timestamp") as ei:
+            run(time_config(tmp_path / f"n{columnar}", "avro", "hourly", "UTC", **extra), batch_list(ts), columnar)
+        assert ei.value.offset == 57
