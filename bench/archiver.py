@@ -1,6 +1,7 @@
 """Executor hot path throughput without Spark or Kafka: records/s of ``archive_partitions``.
 
     PYTHONPATH=. .venv/bin/python bench/archiver.py [--records N] [--flush-size F] [--formats avro,json,..]
+    PYTHONPATH=. .venv/bin/python bench/archiver.py --columnar --partitioner daily   # freshness.py's config
     LAKESINK_SRC=/path/to/other/checkout .venv/bin/python bench/archiver.py   # the same on another tree
 
 One Kafka partition of N records (the values of ``bench/sink.py``: bare Avro of its ``AVRO_SCHEMA`` read
@@ -119,7 +120,7 @@ def run_once(fmt: str, batches, n: int, flush_size: int, extra: dict | None = No
         out = list(archive_partitions(iter(batches), task_parts(cfg), ctx, {(TOPIC_OF[fmt], 0): (0, n)}, plan))
         dt = time.process_time() - t
         rows = out[0].column("row").to_pylist() if out else []
-        return dt, rows, digest(work / "store", [r for r in rows if '"status"' not in json.loads(r)])
+        return dt, rows, digest(work / "store", [r for r in rows if "status" not in json.loads(r)])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -135,13 +136,25 @@ def main(argv=None) -> int:
                     help="the columnar path (lakesink.executor.columnar) where the config allows it, as the sink takes it")
     ap.add_argument("--keys-headers", action="store_true",
                     help="records with keys and headers, stored as .keys/.headers objects too")
+    ap.add_argument("--partitioner", default="default", choices=("default", "daily", "hourly"),
+                    help="daily/hourly: timestamp.extractor=Record (bench/freshness.py's config), the records 1 ms "
+                         "apart from 2023-11-14 22:13:20 UTC")
+    ap.add_argument("--timezone", default="UTC", help="the time-based partitioners' timezone")
+    ap.add_argument("--rotate-ms", type=int, default=10_000,
+                    help="rotate.interval.ms under daily/hourly (-1: none); bench/freshness.py uses 10000")
     a = ap.parse_args(argv)
     import lakesink
 
-    print(f"lakesink from {os.path.dirname(lakesink.__file__)}; {a.records:,} records, flush.size {a.flush_size}")
+    time_extra = {} if a.partitioner == "default" else {
+        "partitioner.class": a.partitioner, "timestamp.extractor": "Record", "timezone": a.timezone, "locale": "en",
+        "rotate.interval.ms": str(a.rotate_ms)}
+    print(f"lakesink from {os.path.dirname(lakesink.__file__)}; {a.records:,} records, flush.size {a.flush_size}"
+          + (f", {a.partitioner} partitioner ({a.timezone}, Record timestamps, rotate.interval.ms {a.rotate_ms})"
+             if time_extra else ""))
     for fmt in a.formats.split(","):
         batches = make_batches(fmt, a.records, kh=a.keys_headers, columnar=a.columnar)
-        extra = {"store.kafka.keys": "true", "store.kafka.headers": "true"} if a.keys_headers else None
+        extra = {"store.kafka.keys": "true", "store.kafka.headers": "true"} if a.keys_headers else {}
+        extra = {**extra, **time_extra} or None
         best, dig, objects = None, None, 0
         for _ in range(a.repeat):
             dt, rows, dig = run_once(fmt, batches, a.records, a.flush_size, extra, a.columnar)

@@ -48,6 +48,8 @@ class BatchResult:
     records_read: int = 0  # Kafka records read (records counts those archived: transforms may drop or add)
     metrics_warning: str | None = None  # the metrics table could not be written (lakesink.manifest.metrics)
     dead_lettered: int = 0  # records sent to the dead-letter topic (errors.tolerance=all)
+    #: records the executors archived on the columnar path (lakesink.executor.columnar), not record by record
+    columnar_records: int = 0
     #: This job object's attempt number (1, 2, ...): a batch id is only taken by a commit, so while nothing
     #: commits the same id comes back, and what did not commit is told by its poll number instead
     poll: int = 0

@@ -286,6 +286,7 @@ class SinkJob:
             result.s3_retries = sum(d.s3_retries for d in decoded if isinstance(d, PartitionStatus))
             result.records_read = sum(d.read for d in decoded if isinstance(d, PartitionStatus))
             result.dead_lettered = sum(d.dead_lettered for d in decoded if isinstance(d, PartitionStatus))
+            result.columnar_records = sum(d.columnar for d in decoded if isinstance(d, PartitionStatus))
             if cfg.timestamp_extractor != "Wallclock":  # Wallclock: re-read open files never close on time
                 result.due_ms = min((d.due_ms for d in decoded if isinstance(d, PartitionStatus)
                                      and d.due_ms is not None), default=None)

@@ -115,6 +115,8 @@ class PartitionArchiver:
         self._ignored_pos = 0
         self._ignore_nulls = parts.behavior_on_null_values == "ignore"
         self.rows: list[ArchivedRow] = []
+        #: records archived by :meth:`process_run` (the columnar path), reported in the task's status row
+        self.columnar_records = 0
         # lakesink.transforms: records may share an offset (one Kafka record made many); offsets read up to
         # here were dropped unless processed (told to the rotator before the next records)
         self._grouped = parts.transforms is not None
@@ -152,9 +154,10 @@ class PartitionArchiver:
                     timestamp_types: list[int] | None = None,
                     sides: dict[str, tuple[Any, Any]] | None = None) -> bool:
         """Columnar :meth:`process_many` (:mod:`lakesink.executor.columnar`): records that are all written
-        (no null value) with one ``schema``, under the Default partitioner and count-only
-        rotation, given as their ascending offsets, timestamps and format payloads (one per
-        record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
+        (no null value) with one ``schema``, under the Default partitioner and count-only rotation or a
+        time-based partitioner on the records' own timestamps (the Record extractor: files cut from the
+        timestamps, :meth:`Rotator.process_time_run <lakesink.objects.rotation.Rotator.process_time_run>`), given
+        as their ascending offsets, timestamps and format payloads (one per record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
         read did not carry them), and with stored keys/headers their side files' ``sides`` (``{"keys": (payloads,
         schema), "headers": ...}``: :meth:`ColumnarPlan.side_payloads
         <lakesink.executor.columnar.ColumnarPlan.side_payloads>`). Returns False, having done nothing, if the
@@ -166,10 +169,16 @@ class PartitionArchiver:
         if missing:
             raise ArchiveConsistencyError(f"{self.topic}-{self.partition}: a columnar run without its "
                                           f"{' and '.join(missing)} column")
-        enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
-        events = self.rotator.process_run(offsets, timestamps, enc, schema)
+        if self.partitioner.time_based:  # the encoded partition of each record's own time, per distinct bucket
+            bucketing = getattr(self.partitioner, "record_time_buckets", None)  # TimeBasedPartitioner's
+            buckets = bucketing(timestamps) if bucketing is not None and self.rotator.time_runs else None
+            events = None if buckets is None else self.rotator.process_time_run(offsets, timestamps, *buckets, schema)
+        else:
+            enc = self.partitioner.encode_partition(_PartitionOnly(self.topic, self.partition))
+            events = self.rotator.process_run(offsets, timestamps, enc, schema)
         if events is None:
             return False
+        self.columnar_records += len(offsets)
         self._read.extend(offsets)
         for ev in events:
             if isinstance(ev, AppendSpan):

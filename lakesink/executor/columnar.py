@@ -1,7 +1,11 @@
 """The executor's columnar fast path: whole Arrow batches from Spark, no per-record Python objects.
 
-When rotation is a pure function of record counts (Default partitioner, no scheduled rotation,
-``behavior.on.null.values`` fail or ignore), keys are either not stored (then ``key.decoder=bytes``) or stored in
+When rotation is a pure function of record counts (Default partitioner) or of counts and the records' own
+timestamps (daily, hourly, TimeBasedPartitioner with ``timestamp.extractor=Record``: the files are cut from the
+batch's timestamp column, :meth:`~lakesink.objects.rotation.Rotator.process_time_run`, each timestamp's encoded
+partition computed once per distinct bucket,
+:meth:`~lakesink.objects.partitioners.TimeBasedPartitioner.encode_record_times`), with no scheduled rotation and
+``behavior.on.null.values`` fail or ignore, keys are either not stored (then ``key.decoder=bytes``) or stored in
 a keys file whose format takes them a column at a time (``Format.columnar_keys``: Avro and JSON for the bytes and
 string decoders, ByteArray for bytes) and headers, when stored, go to a format that takes them a column at a time
 (Avro, JSON: ``Format.columnar_headers``), files are cut by count (:meth:`~lakesink.objects.rotation.Rotator.process_run`)
@@ -114,9 +118,11 @@ class ColumnarPlan:
     def for_parts(cls, parts: "TaskParts") -> "ColumnarPlan | None":
         """The plan for a run's :class:`~lakesink.wiring.TaskParts`, or None when its records need the
         per-record path."""
-        from lakesink.objects.partitioners import DefaultPartitioner
+        from lakesink.objects.partitioners import DefaultPartitioner, TimeBasedPartitioner
 
-        if type(parts.partitioner()) is not DefaultPartitioner:
+        partitioner = parts.partitioner()
+        if type(partitioner) is not DefaultPartitioner and not (
+                isinstance(partitioner, TimeBasedPartitioner) and partitioner.encodes_record_times):
             return None
         policy = parts.rotation
         if policy.rotate_schedule_interval_ms > 0 or policy.behavior_on_null_values == "write":

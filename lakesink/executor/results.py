@@ -29,6 +29,9 @@ class PartitionStatus:
     #: when this partition's files left open become closable by rotate.interval.ms (record time, epoch ms;
     #: :attr:`lakesink.objects.rotation.Rotator.due_ms`), None if none is: a hint for the next poll's time
     due_ms: int | None = None
+    #: records of this task that took the columnar path (:mod:`lakesink.executor.columnar`); the others went
+    #: record by record
+    columnar: int = 0
 
 
 def encode_result(result: ArchivedRow | PartitionStatus) -> str:

@@ -178,7 +178,7 @@ def archive_partitions(batches: Iterator[Any], parts: "TaskParts", ctx, plans: d
         out.append(encode_result(PartitionStatus(archiver.topic, archiver.partition, read, first, last,
                                                  getattr(store, "retries", 0),
                                                  letters.delivered if letters is not None else 0,
-                                                 archiver.rotator.due_ms)))
+                                                 archiver.rotator.due_ms, archiver.columnar_records)))
     if out:
         yield pa.RecordBatch.from_pydict({"row": out})
 

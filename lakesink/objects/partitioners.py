@@ -62,6 +62,9 @@ DAILY_PATH_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd"
 HOURLY_PATH_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH"
 _NUMERIC_TS = re.compile(r"^-?[0-9]{1,19}$")
 _MISSING = object()
+#: the timestamps :meth:`TimeBasedPartitioner.encode_record_times` takes (years 2..9998, any offset: well inside
+#: what :mod:`datetime` formats); the record path handles the others
+_MIN_TS, _MAX_TS = -62_104_060_800_000, 253_370_678_400_000
 
 
 def _fail(record: SinkRecord, reason: str) -> PartitionError:
@@ -278,15 +281,85 @@ class TimeBasedPartitioner(Partitioner):
         if timestamp_ms is None:
             raise _fail(record, "no timestamp for time-based partitioning")
         try:
-            start = bucket_start(int(timestamp_ms), self.duration_ms, self.zone)
-            hit = self._cache.get(start)
-            if hit is None:
-                if len(self._cache) > 4096:
-                    self._cache.clear()
-                hit = self._cache[start] = self.formatter.format(start)
-            return hit
+            return self._path(bucket_start(int(timestamp_ms), self.duration_ms, self.zone))
         except (OverflowError, ValueError) as e:
             raise _fail(record, f"timestamp {timestamp_ms} cannot be formatted: {e}") from None
+
+    def _path(self, start: int) -> str:
+        """The encoded partition of the bucket starting at ``start`` (UTC ms), cached."""
+        hit = self._cache.get(start)
+        if hit is None:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            hit = self._cache[start] = self.formatter.format(start)
+        return hit
+
+    @property
+    def encodes_record_times(self) -> bool:
+        """Whether :meth:`encode_record_times` may stand for :meth:`encode_partition` (the Record extractor, and
+        this class's own bucketing and formatting: a subclass that overrides them is not vouched for)."""
+        return (type(self.extractor) is RecordExtractor
+                and type(self).encode_partition is TimeBasedPartitioner.encode_partition
+                and type(self).extract_timestamp is TimeBasedPartitioner.extract_timestamp)
+
+    def encode_record_times(self, timestamps: Sequence[int]) -> list[str] | None:
+        """:meth:`encode_partition` of records whose timestamps (the Record extractor's time) are
+        ``timestamps``, one string per record (:meth:`record_time_buckets` spelled out), or None."""
+        got = self.record_time_buckets(timestamps)
+        if got is None:
+            return None
+        codes, paths = got
+        return [paths[c] for c in codes.tolist()]
+
+    def record_time_buckets(self, timestamps: Sequence[int]) -> "tuple[Any, list[str]] | None":
+        """The encoded partitions of records whose timestamps (the Record extractor's time) are ``timestamps``,
+        as ``(codes, paths)``: an int64 numpy array with one code per record, ascending with the bucket, and the
+        path of each code (two codes may print alike, for a ``path.format`` that leaves out what tells their
+        buckets apart). The columnar path (``lakesink.executor.columnar``) cuts runs from a batch's timestamp
+        column with it (:meth:`Rotator.process_time_run <lakesink.objects.rotation.Rotator.process_time_run>`).
+
+        Exactly :meth:`encode_partition`'s strings, computed once per distinct bucket rather than per record:
+        each timestamp's local time is ``ts + offset(ts)`` as :meth:`Zone.utc_to_local
+        <lakesink.objects.timeformat.Zone.utc_to_local>` gives it, the offset read once per whole second (tz
+        database transitions fall on whole seconds; a second whose two ends disagree is not vouched for), the
+        local bucket truncated as Java does, and each distinct bucket start converted (:meth:`Zone.local_to_utc
+        <lakesink.objects.timeformat.Zone.local_to_utc>`) and printed by this partitioner's own :meth:`_path`.
+        None when it cannot vouch for them (not :attr:`encodes_record_times`, or a timestamp outside the years
+        2..9998, where the record path names the record it cannot format)."""
+        import numpy as np
+
+        if not self.encodes_record_times:
+            return None
+        n = len(timestamps)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), []
+        ts = np.asarray(timestamps, dtype=np.int64)
+        if int(ts.min()) < _MIN_TS or int(ts.max()) > _MAX_TS:
+            return None
+        z, d = self.zone, self.duration_ms
+        if z.fixed_offset_ms is not None:
+            local = ts + z.fixed_offset_ms
+        else:
+            secs, inv = np.unique(ts // 1000, return_inverse=True)
+            offsets = np.empty(len(secs), dtype=np.int64)
+            for k, s in enumerate(secs.tolist()):
+                a = z.offset_ms(s * 1000)
+                if a != z.offset_ms(s * 1000 + 999):
+                    return None
+                offsets[k] = a
+            local = ts + offsets[inv.reshape(-1)]
+        q = local // d  # floor; Java's long division truncates toward zero (timeformat.java_div)
+        q += (local < 0) & (q * d != local)
+        lo, hi = int(q.min()), int(q.max())
+        if lo == hi:  # one bucket (the common case): no sort
+            buckets, codes = [lo * d], np.zeros(n, dtype=np.int64)
+        else:
+            uniq, codes = np.unique(q, return_inverse=True)
+            buckets, codes = [b * d for b in uniq.tolist()], codes.reshape(-1).astype(np.int64, copy=False)
+        try:
+            return codes, [self._path(z.local_to_utc(b, False)) for b in buckets]
+        except (OverflowError, ValueError):
+            return None
 
 
 class DailyPartitioner(TimeBasedPartitioner):

@@ -496,6 +496,102 @@ class Rotator:
             self._last_seen = offsets[-1]
         return out
 
+    @property
+    def time_runs(self) -> bool:
+        """Rotation is a function of counts and the records' own timestamps (what :meth:`process_time_run`
+        needs): a time-based partitioner whose encoded partitions :meth:`process_time_run` is given, no scheduled
+        rotation, no tombstone files, no key schemas."""
+        return (self.partitioner.time_based and not self._scheduled and not self.policy.rotate_on_key_schema
+                and self.policy.behavior_on_null_values != "write")
+
+    def process_time_run(self, offsets, timestamps, codes, paths: list[str], schema: ValueSchema | None,
+                         out: list | None = None) -> list | None:
+        """:meth:`process_run` under a time-based partitioner whose timestamp is the record's own (the Record
+        extractor), when :attr:`time_runs`: records that are all written, all carry ``schema`` (the same
+        object), given as their (strictly ascending) offsets, (non-null) timestamps and encoded partitions
+        (``paths[codes[i]]``: :meth:`TimeBasedPartitioner.record_time_buckets
+        <lakesink.objects.partitioners.TimeBasedPartitioner.record_time_buckets>`).
+
+        The steps of :meth:`process`, on stretches of records of one encoded partition at a time: the first
+        timestamp since the last commit is the base; before a record, ``ts - base >= rotate.interval.ms`` or
+        (``rotate.file.on.partition.change``) another encoded partition than the last written record's commits all
+        open files; after it, ``flush.size`` does. So the records after one that opens a stretch go to its file
+        up to the first whose timestamp reaches base + interval (searched with numpy) or the one that fills
+        ``flush.size``. Emits :class:`AppendSpan` (one per stretch of records going to one file) and
+        :class:`Commit` events, exactly the Appends and Commits of :meth:`process_many`. Returns None, changing
+        nothing, when the run cannot be handled in bulk (not :attr:`time_runs`, or an open file holds another
+        schema)."""
+        import numpy as np
+
+        if not self.time_runs:
+            return None
+        s = self._s
+        if any(v is not schema for v in s.schemas.values()):
+            return None
+        n = len(offsets)
+        if n and offsets[0] <= self._last_seen:
+            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
+        if out is None:
+            out = []
+        self._batch_now()
+        ts_arr = np.asarray(timestamps, dtype=np.int64)
+        ts = timestamps if isinstance(timestamps, list) else ts_arr.tolist()
+        codes = np.asarray(codes)
+        bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), n] if n else [0]
+        files, schemas = s.files, s.schemas
+        flush = self.policy.flush_size
+        periodic, interval = self._periodic, self.policy.rotate_interval_ms
+        on_change = self.policy.rotate_on_partition_change
+        span_at, span_file = 0, None  # the open span: from index span_at, to the file span_file
+        for a, b in zip(bounds, bounds[1:]):
+            enc = paths[int(codes[a])]
+            i = a
+            while i < b:
+                t = ts[i]
+                if s.base_ts is None:
+                    s.base_ts = t
+                if periodic and s.count > 0 and (t - s.base_ts >= interval or (on_change and enc != s.cur_enc)):
+                    if span_file is not None:
+                        out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                        span_file = None
+                    out.append(self._commit())
+                    s.base_ts = t
+                stop = min(b, i + max(1, flush - s.count))  # record i and those after it that go to its file
+                if periodic and stop - i > 1:
+                    stop = _first_reaching(ts, ts_arr, i + 1, stop, s.base_ts + interval)
+                f = files.get(enc)
+                if f is None:
+                    f = files[enc] = _OpenFile(enc, offsets[i], schema)
+                    schemas[enc] = schema
+                if f is not span_file:
+                    if span_file is not None:
+                        out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                    span_at, span_file = i, f
+                if stop - i <= 16:
+                    lo, hi = min(ts[i:stop]), max(ts[i:stop])
+                else:
+                    lo, hi = int(ts_arr[i:stop].min()), int(ts_arr[i:stop].max())
+                if f.min_ts is None or lo < f.min_ts:
+                    f.min_ts = lo
+                if f.max_ts is None or hi > f.max_ts:
+                    f.max_ts = hi
+                f.last_offset = offsets[stop - 1]
+                f.count += stop - i
+                s.count += stop - i
+                s.cur_ts = ts[stop - 1]
+                s.cur_enc = enc
+                self._last_written = f.last_offset
+                if s.count >= flush:
+                    out.append(AppendSpan(enc, span_at, stop, f.start_offset))
+                    span_file = None
+                    out.append(self._commit())
+                i = stop
+        if span_file is not None:
+            out.append(AppendSpan(span_file.encoded_partition, span_at, n, span_file.start_offset))
+        if n:
+            self._last_seen = offsets[-1]
+        return out
+
     def finish(self, flush_tail: bool = False) -> list[Event]:
         """End of a batch: time/scheduled rotation, optional tail flush, Advance for file-less offsets."""
         now = self._batch_now()
@@ -585,3 +681,24 @@ def same_schema(a: Any, b: Any) -> bool:
         return False
     return getattr(a, "id", None) == getattr(b, "id", None) and \
         getattr(a, "fingerprint", None) == getattr(b, "fingerprint", None)
+
+
+def _first_reaching(ts: list, arr: Any, lo: int, hi: int, threshold: int) -> int:
+    """The first index in ``[lo, hi)`` whose timestamp (``ts`` = ``arr``, a list and its numpy array) is at least
+    ``threshold``, else ``hi``: a few records in Python, then numpy on windows growing eightfold (a commit early in a
+    long stretch costs no scan of all of it)."""
+    import numpy as np
+
+    step = 16
+    while lo < hi:
+        end = min(hi, lo + step)
+        if step == 16:
+            for k in range(lo, end):
+                if ts[k] >= threshold:
+                    return k
+        else:
+            hit = np.flatnonzero(arr[lo:end] >= threshold)
+            if hit.size:
+                return lo + int(hit[0])
+        lo, step = end, step * 8
+    return hi

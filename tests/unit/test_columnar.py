@@ -2,6 +2,7 @@
 objects and manifest rows of the per-record path, falling back to it batch by batch."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -21,6 +22,7 @@ from lakesink.objects.formats.bytearray import ByteArrayFormat
 from lakesink.objects.records import SinkRecord
 from lakesink.objects.rotation import AppendMany, AppendSpan, Commit, Rotator, RotationPolicy
 from lakesink.objects.partitioners import DefaultPartitioner
+from lakesink.executor.results import PartitionStatus
 from lakesink.executor.task import archive_partitions, decode_result
 
 SCHEMA = {"type": "record", "name": "R", "namespace": "t",
@@ -68,9 +70,10 @@ def batches(values, chunk, canonical=None, ts_null_at=None):
     return out
 
 
-def run(cfg, batch_list, columnar: bool, flush_tail: bool = True, direct: bool = False):
+def run(cfg, batch_list, columnar: bool, flush_tail: bool = True, direct: bool = False, took: list | None = None):
     """(manifest rows, {key: bytes}) of one archive_partitions call, with or without the plan (``direct``: the
-    plan as the direct reader runs it, no JVM columns)."""
+    plan as the direct reader runs it, no JVM columns). The status row's count of records that took the columnar
+    path is zeroed (to compare both paths' rows), and appended to ``took``."""
     ctx = BatchContext(job="j", run_id="r", batch_id=0, cluster_id=None, topic_ids={}, flush_tail=flush_tail)
     plan = ColumnarPlan.for_parts(task_parts(cfg)) if columnar else None
     if plan is not None and direct:
@@ -78,7 +81,11 @@ def run(cfg, batch_list, columnar: bool, flush_tail: bool = True, direct: bool =
     n = sum(b.num_rows for b in batch_list)
     out = list(archive_partitions(iter(batch_list), task_parts(cfg), ctx, {("t", 3): (10, 10 + n)}, plan))
     results = [decode_result(r) for r in out[0].column("row").to_pylist()] if out else []
-    rows = [r.row.to_json() if isinstance(r, ArchivedRow) else r for r in results]
+    for r in results:
+        if isinstance(r, PartitionStatus) and took is not None:
+            took.append(r.columnar)
+    rows = [r.row.to_json() if isinstance(r, ArchivedRow) else
+            dataclasses.replace(r, columnar=0) if isinstance(r, PartitionStatus) else r for r in results]
     store = cfg.store_url[len("file://"):]
     objects = {}
     for r in rows:
