@@ -67,8 +67,9 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def tree_cpu(root: int, seen: dict[int, float]) -> None:
-    """Update ``seen`` (pid -> CPU seconds) with every live process descending from ``root``."""
+def tree_cpu(root: int, seen: dict[int, float], rss: dict[int, int] | None = None) -> None:
+    """Update ``seen`` (pid -> CPU seconds) with every live process descending from ``root``; with ``rss``, set it
+    to each live process's resident set now (bytes; ``bench/scale.py``'s peak RSS)."""
     tck = os.sysconf("SC_CLK_TCK")
     procs: dict[int, tuple[int, float]] = {}
     for d in os.listdir("/proc"):
@@ -89,6 +90,23 @@ def tree_cpu(root: int, seen: dict[int, float]) -> None:
     for pid in tree:
         if pid in procs:
             seen[pid] = max(seen.get(pid, 0.0), procs[pid][1])
+            if rss is not None:
+                try:
+                    with open(f"/proc/{pid}/statm") as f:
+                        rss[pid] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                except OSError:
+                    pass
+
+
+def wheel_bytecode() -> None:
+    """Compile lakesink's modules to bytecode, as ``pip install`` does for a wheel: under PYTHONDONTWRITEBYTECODE (this
+    machine sets it) every cold process would otherwise compile the modules changed since the last write again
+    (~0.3 CPU-s each), a cost no installed lakesink pays."""
+    import compileall
+
+    import lakesink
+
+    compileall.compile_dir(os.path.dirname(lakesink.__file__), quiet=1)
 
 
 def steal_s() -> float:
@@ -111,14 +129,21 @@ def cpu_of(pids: list[int | None]) -> float:
     return sum(seen.values())
 
 
-def run_measured(cmd: list[str], env: dict, timeout: float = 900) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds of the process tree, stdout) of ``cmd`` run to completion."""
+def run_measured(cmd: list[str], env: dict, timeout: float = 900,
+                 peak: dict[str, int] | None = None) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process tree, stdout) of ``cmd`` run to completion. With ``peak``, also
+    its ``tree`` (the largest sum of the tree's resident sets at one sample) and ``process`` (the largest single
+    process's) peak RSS in bytes, sampled with the CPU every 0.2 s."""
     seen: dict[int, float] = {}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
         while proc.poll() is None:
-            tree_cpu(proc.pid, seen)
+            rss: dict[int, int] | None = {} if peak is not None else None
+            tree_cpu(proc.pid, seen, rss)
+            if peak is not None and rss:
+                peak["tree"] = max(peak.get("tree", 0), sum(rss.values()))
+                peak["process"] = max(peak.get("process", 0), max(rss.values()))
             if time.perf_counter() - t > timeout:
                 proc.kill()
                 raise RuntimeError(f"{cmd[:4]} did not finish in {timeout} s")
@@ -180,6 +205,7 @@ def main(argv=None) -> int:
     from lakesink.devstack.s3 import S3Endpoint
     from lakesink.driver.kafka_admin import KafkaMetadata
 
+    wheel_bytecode()  # lakesink as an installed wheel has it
     work = Path(tempfile.mkdtemp(prefix="lakesink-cold-"))
     kafka, s3 = KafkaBroker(heap="1g"), S3Endpoint()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
