@@ -465,11 +465,7 @@ class Rotator:
         if current is not _MISSING and current is not schema:
             return None
         n = len(offsets)
-        if n and offsets[0] <= self._last_seen:
-            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
-        if out is None:
-            out = []
-        self._batch_now()
+        out = self._start_run(offsets, out)
         if n:
             s.schemas[enc] = schema
         flush = self.policy.flush_size
@@ -495,6 +491,13 @@ class Rotator:
         if n:
             self._last_seen = offsets[-1]
         return out
+
+    def _start_run(self, offsets, out: list | None) -> list:
+        """A bulk run's opening checks: its first offset after the last seen; the event list to append to."""
+        if len(offsets) and offsets[0] <= self._last_seen:
+            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
+        self._batch_now()
+        return [] if out is None else out
 
     @property
     def time_runs(self) -> bool:
@@ -529,11 +532,7 @@ class Rotator:
         if any(v is not schema for v in s.schemas.values()):
             return None
         n = len(offsets)
-        if n and offsets[0] <= self._last_seen:
-            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
-        if out is None:
-            out = []
-        self._batch_now()
+        out = self._start_run(offsets, out)
         ts_arr = np.asarray(timestamps, dtype=np.int64)
         ts = timestamps if isinstance(timestamps, list) else ts_arr.tolist()
         codes = np.asarray(codes)

@@ -42,6 +42,12 @@ def test_a_worker_imports_compiled_pyspark(tmp_path):
     assert "pyspark.zip" not in out and out.strip().endswith("pyspark/__init__.py")
 
 
+def _prints_ok(code: str) -> None:
+    """Run ``code`` in a child interpreter (a preload changes the interpreter for good): it must print ok."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
 def test_the_daemon_preloads_what_tasks_import_so_forked_workers_have_it():
     """Every PRELOAD name imports (a renamed module would otherwise silently stop being preloaded); preload
     imports them and pandas through pyarrow's first conversion, skips what cannot be imported, and freezes the
@@ -52,8 +58,7 @@ def test_the_daemon_preloads_what_tasks_import_so_forked_workers_have_it():
             "assert all(m in sys.modules for m in PRELOAD); "
             "assert 'pandas' in sys.modules; "
             "assert gc.get_freeze_count() > 0; print('ok')")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    _prints_ok(code)
 
 
 def test_the_local_workers_preload_list_imports_too():
@@ -63,8 +68,7 @@ def test_the_local_workers_preload_list_imports_too():
             "from lakesink.executor.pydaemon import TASK_MODULES, preload; "
             "assert set(TASK_MODULES) < set(PRELOAD) and 'pyspark.cloudpickle' in PRELOAD; "
             "assert preload(PRELOAD) == list(PRELOAD); print('ok')")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    _prints_ok(code)
 
 
 def test_the_local_workers_convert_python_lists_without_importing_pandas():
@@ -80,5 +84,4 @@ def test_the_local_workers_convert_python_lists_without_importing_pandas():
             "assert pa.array(pd.Series(['a', None], dtype='category')).type == pa.dictionary(pa.int8(), pa.string()); "
             "df = pa.table({'a': [1, 2]}).to_pandas(); assert list(df['a']) == [1, 2]; "
             "print('ok')")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    _prints_ok(code)
