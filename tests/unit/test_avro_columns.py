@@ -59,6 +59,23 @@ def test_headers_columns_match_fastavro(codec):
     assert read_headers_columns(io.BytesIO(data)) == expected
 
 
+@pytest.mark.parametrize("per_record", [1, 60])
+def test_small_and_large_headers_take_their_reader_and_match_fastavro(per_record, monkeypatch):
+    """Blocks of small headers are scanned with numpy, blocks of large ones walked (fewer operations per byte):
+    each reader is the one used, and both give fastavro's headers."""
+    from lakesink.objects.formats import avro_scan
+
+    used = []
+    for name in ("headers_block", "headers_positions"):
+        real = getattr(avro_scan, name)
+        monkeypatch.setattr(avro_scan, name, lambda body, n, real=real, name=name: used.append(name) or real(body, n))
+    headers = [[("trace", "t" * per_record), ("n", str(i))] for i in range(500)]
+    data = avro_file(HEADERS_SCHEMA, [[{"key": k, "value": v} for k, v in hs] for hs in headers], "null")
+    expected = flat([[(k, v.encode()) for k, v in hs] for hs in headers])
+    assert read_headers_columns(io.BytesIO(data)) == expected
+    assert set(used) == {"headers_positions" if per_record > 24 else "headers_block"}
+
+
 def with_block(schema, count: int, body: bytes) -> bytes:
     """An Avro file of ``schema`` with one hand-made block of ``count`` datums (``body``, uncompressed)."""
     head = avro_file(schema, [])

@@ -11,7 +11,10 @@ import pytest
 from support.avro_bytes import zz
 
 from lakesink.objects.formats.avro import HEADERS_SCHEMA
-from lakesink.objects.formats.avro_scan import MAX_ITEMS, bytes_block, headers_block
+from lakesink.objects.formats.avro_scan import MAX_ITEMS, bytes_block, headers_block, headers_positions
+
+#: the two readers of a headers block: the numpy scan and the walk (avro_columns picks one by bytes per record)
+HEADER_READERS = pytest.mark.parametrize("read_headers", [headers_block, headers_positions])
 
 
 def blocks(schema, datums) -> list[tuple[bytes, int]]:
@@ -61,7 +64,8 @@ def test_bytes_blocks_are_the_datums_fastavro_reads():
     assert got == KEYS
 
 
-def test_headers_blocks_are_the_datums_fastavro_reads():
+@HEADER_READERS
+def test_headers_blocks_are_the_datums_fastavro_reads(read_headers):
     rnd = random.Random(7)
     headers = [[], [("h", "1"), ("h", "dup"), ("empty", ""), ("null", None)], [("ké" * 40, "v" * 9000)],
                [(f"n{j}", f"{j}") for j in range(MAX_ITEMS)]]
@@ -70,13 +74,14 @@ def test_headers_blocks_are_the_datums_fastavro_reads():
     datums = [[{"key": k, "value": v} for k, v in hs] for hs in headers]
     got = []
     for body, n in blocks(HEADERS_SCHEMA, datums):
-        cols = headers_block(body, n)
+        cols = read_headers(body, n)
         assert cols is not None
         got += as_headers(cols)
     assert got == headers
 
 
-def test_non_canonical_varints_are_read_as_fastavro_reads_them():
+@HEADER_READERS
+def test_non_canonical_varints_are_read_as_fastavro_reads_them(read_headers):
     # a length of 1 padded to three bytes, and a count of 1 padded to ten
     body = b"\x82\x80\x00" + b"a"
     assert fastavro_datums("bytes", body, 1) == [b"a"]
@@ -84,7 +89,7 @@ def test_non_canonical_varints_are_read_as_fastavro_reads_them():
     item = zz(1) + b"k" + zz(0)
     body = b"\x82" + b"\x80" * 8 + b"\x00" + item + zz(0)
     assert from_fastavro(fastavro_datums(HEADERS_SCHEMA, body, 1)) == [[("k", None)]]
-    assert as_headers(headers_block(body, 1)) == [[("k", None)]]
+    assert as_headers(read_headers(body, 1)) == [[("k", None)]]
 
 
 def test_shapes_the_scan_does_not_take_are_declined():
@@ -93,8 +98,10 @@ def test_shapes_the_scan_does_not_take_are_declined():
     two_blocks = zz(1) + item + zz(1) + item + zz(0)
     too_many = zz(MAX_ITEMS + 1) + item * (MAX_ITEMS + 1) + zz(0)
     for body in (split, two_blocks, too_many):
-        assert fastavro_datums(HEADERS_SCHEMA, body, 1) is not None  # valid Avro ...
+        want = fastavro_datums(HEADERS_SCHEMA, body, 1)
+        assert want is not None  # valid Avro ...
         assert headers_block(body, 1) is None  # ... read datum by datum instead
+        assert as_headers(headers_positions(body, 1)) == from_fastavro(want)  # the walk takes them
 
 
 @pytest.mark.parametrize("body, count", [
@@ -109,13 +116,14 @@ def test_bad_bytes_blocks_are_declined(body, count):
     assert bytes_block(body, count) is None
 
 
-def test_bad_headers_blocks_are_declined():
+@HEADER_READERS
+def test_bad_headers_blocks_are_declined(read_headers):
     for body in (zz(1) + zz(1) + b"a" + b"\x04" + zz(0),  # union branch 2
                  zz(1) + zz(1) + b"a" + zz(0),  # no end of the array
                  zz(1) + zz(5) + b"ab",  # key past the end
                  zz(2) + zz(1) + b"a" + zz(0) + zz(0)):  # one item of two
         assert fastavro_datums(HEADERS_SCHEMA, body, 1) is None
-        assert headers_block(body, 1) is None
+        assert read_headers(body, 1) is None
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -128,7 +136,8 @@ def test_mutated_blocks_are_declined_or_read_exactly_as_fastavro_reads_them(seed
     (hbody, hn), = blocks(HEADERS_SCHEMA, headers)
     taken = 0
     for _ in range(600):
-        for schema, body, n, scan in (("bytes", kbody, kn, bytes_block), (HEADERS_SCHEMA, hbody, hn, headers_block)):
+        for schema, body, n, scan in (("bytes", kbody, kn, bytes_block), (HEADERS_SCHEMA, hbody, hn, headers_block),
+                                      (HEADERS_SCHEMA, hbody, hn, headers_positions)):
             b = bytearray(body)
             for _ in range(rnd.randrange(1, 3)):
                 b[rnd.randrange(len(b))] = rnd.choice([0, 1, 2, 3, 0x7F, 0x80, 0xFF, rnd.randrange(256)])

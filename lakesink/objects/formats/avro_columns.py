@@ -86,7 +86,7 @@ def read_headers_arrays(stream: BinaryIO) -> tuple[Any, Any, Any] | None:
     import numpy as np
     import pyarrow as pa
 
-    from lakesink.objects.formats.avro_scan import headers_block
+    from lakesink.objects.formats.avro_scan import POSITIONS_FROM_BYTES, headers_block, headers_positions
 
     blocks = fastavro.block_reader(stream)
     if not _is_headers_schema(blocks.writer_schema):
@@ -95,7 +95,8 @@ def read_headers_arrays(stream: BinaryIO) -> tuple[Any, Any, Any] | None:
     base = 0
     for block in blocks:
         data = block.bytes_.getvalue()
-        cols = headers_block(data, block.num_records)
+        n = block.num_records
+        cols = headers_positions(data, n) if len(data) >= POSITIONS_FROM_BYTES * n else headers_block(data, n)
         if cols is None:
             o, k, v = _headers_datums(data, block.num_records)
             cols = np.asarray(o, np.int64), pa.array(k, pa.binary()), pa.array(v, pa.binary())
