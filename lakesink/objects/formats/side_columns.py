@@ -239,30 +239,31 @@ def _quoted(values: Any) -> Any:
     return _join(_const(n, b'"'), values, _const(n, b'"'))
 
 
-def json_key_lines(keys: Any, base64: bool) -> list[str] | None:
+def json_key_lines(keys: Any, base64: bool) -> Any | None:
     """The line the JSON writer writes for each key of ``keys`` (binary, no nulls): ``base64`` (the bytes
-    decoder): the JSON string of its base64; else (the string decoder) the key's text as a JSON string. None when
-    some key is not valid UTF-8 (string keys): the string decoder rejects it on the record path."""
+    decoder): the JSON string of its base64; else (the string decoder) the key's text as a JSON string. A
+    large_binary array of the UTF-8 lines (a list of str when some key needs an escape), which
+    ``JsonWriter.write_payloads`` takes as it is. None when some key is not valid UTF-8 (string keys): the string
+    decoder rejects it on the record path."""
     import pyarrow as pa
 
     from lakesink.objects.formats.jsontext import compact_json
 
     keys = _large(keys)
     if base64:
-        return _quoted(b64_array(keys)).cast(pa.large_string()).to_pylist()
+        return _quoted(b64_array(keys))
     try:
         text = keys.cast(pa.large_string())
     except pa.ArrowInvalid:
         return None
     if _needs_escape(keys):
         return [compact_json(k) for k in text.to_pylist()]
-    return _quoted(keys).cast(pa.large_string()).to_pylist()
+    return _quoted(keys)
 
 
-def json_header_lines(headers: Any) -> list[str] | None:
-    """The line the JSON writer writes for each record's headers, or None (see :func:`headers_parts`)."""
-    import pyarrow as pa
-
+def json_header_lines(headers: Any) -> Any | None:
+    """The line the JSON writer writes for each record's headers (as :func:`json_key_lines` gives them), or None
+    (see :func:`headers_parts`)."""
     from lakesink.objects.formats.jsontext import compact_json
 
     parts = headers_parts(headers)
@@ -275,7 +276,7 @@ def json_header_lines(headers: Any) -> list[str] | None:
     n = len(keys)
     value = _join(_const(n, b'"'), values, _const(n, b'"')).fill_null(b"null")
     entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":'), value, _const(n, b"}"))
-    return _per_record(counts, entries, b'{"headers":[', b",", b"]}").cast(pa.large_string()).to_pylist()
+    return _per_record(counts, entries, b'{"headers":[', b",", b"]}")
 
 
 def header_lists(counts: Any, keys: Any, values: Any) -> list[list[tuple[str, str | None]]]:
