@@ -186,37 +186,29 @@ _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
 def b64_array(values: Any) -> Any:
-    """The standard base64 (with ``=`` padding) of each element of ``values`` (binary, no nulls), as large_binary."""
+    """The standard base64 (with ``=`` padding) of each element of ``values`` (binary, no nulls), as large_binary:
+    each element zero-filled to a multiple of 3 bytes (pyarrow), the whole run encoded at once (binascii), then
+    each padded element's last one or two characters made ``=``."""
+    import binascii
+
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     from lakesink.objects.formats.base import binary_run
 
     values = _large(values)
+    rem = _lengths(values) % 3
+    if rem.any():
+        fill = pa.array([b"", b"\x00\x00", b"\x00"], pa.large_binary())  # by length % 3
+        values = _join(values, pc.take(fill, pa.array(rem)))
     data, ends = binary_run(values)
-    n = len(ends)
-    lens = np.diff(ends, prepend=0)
-    groups = (lens + 2) // 3
-    gstart = np.zeros(n, np.int64)
-    np.cumsum(groups[:-1] * 3, out=gstart[1:])
-    total = int((groups * 3).sum())
-    src = np.frombuffer(data, np.uint8) if len(data) else np.zeros(0, np.uint8)
-    buf = np.zeros(total, np.uint8)
-    if len(src):
-        shift = np.repeat(gstart - (ends - lens), lens)  # each data byte moves to its element's padded place
-        buf[np.arange(len(src), dtype=np.int64) + shift] = src
-    g = buf.reshape(-1, 3).astype(np.uint32)
-    word = (g[:, 0] << 16) | (g[:, 1] << 8) | g[:, 2]
-    table = np.frombuffer(_B64, np.uint8)
-    out = np.empty((len(word), 4), np.uint8)
-    for i in range(4):
-        out[:, i] = table[(word >> (18 - 6 * i)) & 0x3F]
-    out = out.reshape(-1)
-    oends = np.cumsum(groups * 4)
-    rem = lens % 3
+    out = np.frombuffer(bytearray(binascii.b2a_base64(data, newline=False)), np.uint8)
+    oends = ends // 3 * 4
     out[oends[rem == 1] - 1] = ord("=")
     out[oends[rem == 1] - 2] = ord("=")
     out[oends[rem == 2] - 1] = ord("=")
-    offsets = np.zeros(n + 1, np.int64)
+    offsets = np.zeros(len(oends) + 1, np.int64)
     offsets[1:] = oends
     return _from_offsets(offsets, out)
 
