@@ -174,11 +174,14 @@ def avro_headers_from_parts(counts: Any, keys: Any, values: Any) -> Any:
     """:func:`avro_headers_datums` of a headers column given as :func:`headers_parts` gives it."""
     import numpy as np
 
-    present = ~values.is_null().to_numpy(zero_copy_only=False)
-    branch = np.where(present, 2, 0).astype(np.uint8)
+    if values.null_count:
+        present = ~values.is_null().to_numpy(zero_copy_only=False)
+        branch = np.where(present, 2, 0).astype(np.uint8)
+        values = values.fill_null(b"")
+    else:  # every value a string: branch 1 and the length (no varint of a null to leave out)
+        present, branch = None, np.full(len(values), 2, np.uint8)
     entries = _join(varint_array((_lengths(keys) * 2).astype(np.uint64)), keys,
-                    varint_array((_lengths(values) * 2).astype(np.uint64), present, branch),
-                    values.fill_null(b""))
+                    varint_array((_lengths(values) * 2).astype(np.uint64), present, branch), values)
     return _per_record(counts, entries, varint_array((counts * 2).astype(np.uint64)), b"", b"\x00")
 
 
