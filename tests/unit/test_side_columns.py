@@ -204,6 +204,9 @@ def test_base64_of_every_length_and_byte():
     assert b64_array(pa.array(values, pa.binary())).to_pylist() == [base64.b64encode(v) for v in values]
     assert b64_array(pa.array(values, pa.binary()).slice(5, 9)).to_pylist() == \
         [base64.b64encode(v) for v in values[5:14]]
+    # no key to zero-fill (every length a multiple of 3), and no key at all
+    assert b64_array(pa.array(values[::3], pa.binary())).to_pylist() == [base64.b64encode(v) for v in values[::3]]
+    assert b64_array(pa.array([], pa.binary())).to_pylist() == []
 
 
 @pytest.mark.parametrize("fmt", [AvroFormat(), JsonFormat()])
