@@ -269,8 +269,11 @@ def json_header_lines(headers: Any) -> Any | None:
         return [compact_json({"headers": [{"key": k, "value": v} for k, v in pairs]})
                 for pairs in header_lists(counts, keys, values)]
     n = len(keys)
-    value = _join(_const(n, b'"'), values, _const(n, b'"')).fill_null(b"null")
-    entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":'), value, _const(n, b"}"))
+    if values.null_count:
+        value = _join(_const(n, b'"'), values, _const(n, b'"')).fill_null(b"null")
+        entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":'), value, _const(n, b"}"))
+    else:  # every value a string: quoted in the same pass
+        entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":"'), values, _const(n, b'"}'))
     return _per_record(counts, entries, b'{"headers":[', b",", b"]}")
 
 
