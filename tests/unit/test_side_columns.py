@@ -41,6 +41,13 @@ HEADERS = [
     [("é" * 80, "日本".encode() * 3000)],             # multi-byte lengths and text
     [("q\"", b"back\\slash"), ("ctl", b"\x01\n")],   # what JSON escapes
 ]
+# without a character JSON escapes: the JSON lines go to the writer as one Arrow array (multi-byte text: the writer
+# counts characters, not bytes, where it pushes)
+PLAIN_STRING_KEYS = ["k", "", "é" * 70, "日本語" * 1000, "customer-00042", "\u2028", "😀" * 9]
+PLAIN_HEADERS = [[("h", b"v")], [("trace", b"0af7651916cd43dd"), ("n", None)], [("é" * 80, "日本".encode() * 300)],
+                 [("", b"")], [("dup", b"a"), ("dup", None), ("dup", "😀".encode())]]
+# no null header value (the Avro datums then take every union branch as a string's)
+STRING_HEADERS = [[("h", b"v")], [("é" * 80, "日本".encode() * 300)], [("", b""), ("dup", "😀".encode())]]
 
 
 def _records(keys=None, headers=None, n=None):
@@ -96,7 +103,8 @@ def _payloads(fmt, view, records, key_decoder):
 
 
 CASES = [(RecordView.KEYS, BYTES_KEYS, "bytes"), (RecordView.KEYS, STRING_KEYS, "string"),
-         (RecordView.HEADERS, HEADERS, None)]
+         (RecordView.HEADERS, HEADERS, None), (RecordView.KEYS, PLAIN_STRING_KEYS, "string"),
+         (RecordView.HEADERS, PLAIN_HEADERS, None), (RecordView.HEADERS, STRING_HEADERS, None)]
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate"])
@@ -136,6 +144,50 @@ def test_json_side_files_are_the_bytes_of_the_record_path(view, values, key_deco
         assert first == {"headers": [{"key": "h", "value": "v"}]}
     else:
         assert first == (base64.b64encode(BYTES_KEYS[0]).decode() if key_decoder == "bytes" else STRING_KEYS[0])
+    # the columnar path mixed with the record path, in one file
+    mixed = [("records", records[:13]), ("column", _payloads(fmt, view, records[13:90], key_decoder)),
+             ("records", records[90:91]), ("column", _payloads(fmt, view, records[91:], key_decoder))]
+    assert _write(fmt, view, "k", mixed) == (want, 150)
+
+
+def test_plain_json_side_columns_are_one_arrow_array():
+    """Keys and headers without a character JSON escapes reach the writer as an Arrow array (no str per line)."""
+    fmt = JsonFormat()
+    assert isinstance(_payloads(fmt, RecordView.KEYS, _records(keys=BYTES_KEYS), "bytes")[0], pa.Array)
+    assert isinstance(_payloads(fmt, RecordView.KEYS, _records(keys=PLAIN_STRING_KEYS), "string")[0], pa.Array)
+    assert isinstance(_payloads(fmt, RecordView.HEADERS, _records(headers=PLAIN_HEADERS), None)[0], pa.Array)
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+@pytest.mark.parametrize("buffer_size", [1, 7, 64, 100_000])
+@pytest.mark.parametrize("type_", [pa.string(), pa.binary(), pa.large_binary()])
+def test_json_lines_as_an_arrow_array_are_pushed_where_str_lines_are(compression, buffer_size, type_):
+    """``JsonWriter.write_payloads`` of an Arrow array of lines writes the bytes, record count and pushes (each
+    write's size: what ``bytes_written`` and size rotation see) of the same lines as str, one at a time, also
+    mixed with runs of str lines, in sliced arrays and with multi-byte characters (a push is due after
+    ``buffer_size`` characters, not bytes)."""
+    texts = ["a", "", "é" * 5, "日本語", "x" * 30, "ok\u2028", "😀" * 3, "plain ascii line"] * 9
+    lines = [json.dumps(t, ensure_ascii=False) for t in texts]
+    fmt = JsonFormat(compression=compression, buffer_size=buffer_size)
+
+    def write(steps):
+        out, pushes = io.BytesIO(), []
+        w = fmt.open_writer(out, RecordView.KEYS)
+        target = w._gz or w._sink  # what the writer pushes its text to
+        push = target.write
+        target.write = lambda data: (pushes.append(bytes(data)), push(data))[1]
+        for payloads in steps:
+            w.write_payloads(payloads)
+        w.close()
+        return out.getvalue(), pushes, w.record_count
+
+    want = write([[x] for x in lines])
+    assert want[2] == len(lines) and (buffer_size > 100 or len(want[1]) > 3)
+    column = pa.array([x.encode() for x in lines], pa.binary()).cast(type_)
+    assert write([column]) == want
+    cuts = [0, 1, 5, 20, 21, 40, 63, len(lines)]
+    runs = [column.slice(a, b - a) if i % 2 else lines[a:b] for i, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+    assert write(runs) == want
 
 
 def test_bytearray_keys_column_is_the_record_path():
@@ -152,6 +204,9 @@ def test_base64_of_every_length_and_byte():
     assert b64_array(pa.array(values, pa.binary())).to_pylist() == [base64.b64encode(v) for v in values]
     assert b64_array(pa.array(values, pa.binary()).slice(5, 9)).to_pylist() == \
         [base64.b64encode(v) for v in values[5:14]]
+    # no key to zero-fill (every length a multiple of 3), and no key at all
+    assert b64_array(pa.array(values[::3], pa.binary())).to_pylist() == [base64.b64encode(v) for v in values[::3]]
+    assert b64_array(pa.array([], pa.binary())).to_pylist() == []
 
 
 @pytest.mark.parametrize("fmt", [AvroFormat(), JsonFormat()])

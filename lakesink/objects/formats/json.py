@@ -317,8 +317,9 @@ class JsonWriter(FormatWriter):
         self._converters: dict[str, Any] = {}
         self._encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                                         check_circular=False, default=self._default).encode
-        self._lines: list[str] = []
-        self._pending = 0
+        self._lines: list[str] = []  # lines not yet pushed, after the pieces in _out
+        self._out: list[Any] = []  # encoded pieces (bytes-like, each line with its newline) before them
+        self._pending = 0  # characters (not bytes) since the last push, as write() counts them
         self._gz = CompressingSink(self._sink, "gzip", fmt.compression_level) if fmt.compression == "gzip" else None
 
     def _default(self, o: Any) -> Any:
@@ -392,9 +393,14 @@ class JsonWriter(FormatWriter):
             return
         self.write_payloads(lines)
 
-    def write_payloads(self, payloads: Sequence[str], schema=None) -> None:
-        """Columnar :meth:`write_many`: ``payloads`` are the encoded lines (VALUE view, without
-        the newline), handed to the buffer in runs cut where :meth:`write` would push."""
+    def write_payloads(self, payloads: Sequence[str] | Any, schema=None) -> None:
+        """Columnar :meth:`write_many`: ``payloads`` are the encoded lines (without the newline), handed to
+        the buffer in runs cut where :meth:`write` would push: a list of str, or a pyarrow binary/string array
+        of UTF-8 lines without nulls (the side files' lines, :mod:`~lakesink.objects.formats.side_columns`:
+        copied as bytes, no str per line)."""
+        if not isinstance(payloads, (list, tuple)):
+            self._write_line_array(payloads)
+            return
         lines = payloads
         ends = list(accumulate(map(len, lines), initial=0))
         buffer, m, k = self._fmt.buffer_size, len(lines), 0
@@ -408,12 +414,63 @@ class JsonWriter(FormatWriter):
                 self._push()
             k = end
 
-    def _push(self) -> None:
-        if not self._lines:
+    def _write_line_array(self, lines: Any) -> None:
+        """:meth:`write_payloads` of a pyarrow array of UTF-8 lines: the same runs and pushes as a list of their
+        str (a line's length counted in characters: the UTF-8 bytes that do not continue a character)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from lakesink.objects.formats.base import binary_run
+
+        m = len(lines)
+        if not m:
             return
+        if not pa.types.is_large_binary(lines.type):
+            if pa.types.is_string(lines.type) or pa.types.is_large_string(lines.type):
+                lines = lines.view(pa.binary() if pa.types.is_string(lines.type) else pa.large_binary())
+            lines = lines.cast(pa.large_binary())
+        nl = pa.scalar(b"\n", pa.large_binary())
+        data, ends = binary_run(pc.binary_join_element_wise(lines, nl, pa.scalar(b"", pa.large_binary())))
+        ends = np.concatenate(([0], ends))  # byte offsets of each line (its newline included) in ``data``
+        buf = np.frombuffer(data, np.uint8)
+        if buf.max() < 0x80:  # ASCII: a character per byte (less the newlines, one per line)
+            chars = ends - np.arange(m + 1)
+        else:
+            starts = np.zeros(len(buf) + 1, np.int64)
+            np.cumsum((buf & 0xC0) != 0x80, out=starts[1:])
+            chars = starts[ends] - np.arange(m + 1)
+        buffer, k = self._fmt.buffer_size, 0
+        while k < m:
+            # write() pushes after line push-1
+            push = max(k + 1, int(np.searchsorted(chars, chars[k] + buffer - self._pending, side="left")))
+            end = min(push, m)
+            if self._lines:
+                self._encode_lines()
+            self._out.append(data[int(ends[k]):int(ends[end])])
+            self._pending += int(chars[end] - chars[k])
+            self.record_count += end - k
+            if end == push:
+                self._push()
+            k = end
+
+    def _encode_lines(self) -> None:
         self._lines.append("")  # -> a "\n" after the last line too
-        data = "\n".join(self._lines).encode("utf-8")
+        self._out.append("\n".join(self._lines).encode("utf-8"))
         self._lines.clear()
+
+    def _push(self) -> None:
+        if not self._lines and not self._out:
+            return
+        if self._out:
+            if self._lines:
+                self._encode_lines()
+            data = b"".join(self._out)
+            self._out.clear()
+        else:
+            self._lines.append("")  # -> a "\n" after the last line too
+            data = "\n".join(self._lines).encode("utf-8")
+            self._lines.clear()
         self._pending = 0
         if self._gz is not None:
             self._gz.write(data)

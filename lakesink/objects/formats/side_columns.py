@@ -174,11 +174,14 @@ def avro_headers_from_parts(counts: Any, keys: Any, values: Any) -> Any:
     """:func:`avro_headers_datums` of a headers column given as :func:`headers_parts` gives it."""
     import numpy as np
 
-    present = ~values.is_null().to_numpy(zero_copy_only=False)
-    branch = np.where(present, 2, 0).astype(np.uint8)
+    if values.null_count:
+        present = ~values.is_null().to_numpy(zero_copy_only=False)
+        branch = np.where(present, 2, 0).astype(np.uint8)
+        values = values.fill_null(b"")
+    else:  # every value a string: branch 1 and the length (no varint of a null to leave out)
+        present, branch = None, np.full(len(values), 2, np.uint8)
     entries = _join(varint_array((_lengths(keys) * 2).astype(np.uint64)), keys,
-                    varint_array((_lengths(values) * 2).astype(np.uint64), present, branch),
-                    values.fill_null(b""))
+                    varint_array((_lengths(values) * 2).astype(np.uint64), present, branch), values)
     return _per_record(counts, entries, varint_array((counts * 2).astype(np.uint64)), b"", b"\x00")
 
 
@@ -186,37 +189,29 @@ _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
 def b64_array(values: Any) -> Any:
-    """The standard base64 (with ``=`` padding) of each element of ``values`` (binary, no nulls), as large_binary."""
+    """The standard base64 (with ``=`` padding) of each element of ``values`` (binary, no nulls), as large_binary:
+    each element zero-filled to a multiple of 3 bytes (pyarrow), the whole run encoded at once (binascii), then
+    each padded element's last one or two characters made ``=``."""
+    import binascii
+
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     from lakesink.objects.formats.base import binary_run
 
     values = _large(values)
+    rem = _lengths(values) % 3
+    if rem.any():
+        fill = pa.array([b"", b"\x00\x00", b"\x00"], pa.large_binary())  # by length % 3
+        values = _join(values, pc.take(fill, pa.array(rem)))
     data, ends = binary_run(values)
-    n = len(ends)
-    lens = np.diff(ends, prepend=0)
-    groups = (lens + 2) // 3
-    gstart = np.zeros(n, np.int64)
-    np.cumsum(groups[:-1] * 3, out=gstart[1:])
-    total = int((groups * 3).sum())
-    src = np.frombuffer(data, np.uint8) if len(data) else np.zeros(0, np.uint8)
-    buf = np.zeros(total, np.uint8)
-    if len(src):
-        shift = np.repeat(gstart - (ends - lens), lens)  # each data byte moves to its element's padded place
-        buf[np.arange(len(src), dtype=np.int64) + shift] = src
-    g = buf.reshape(-1, 3).astype(np.uint32)
-    word = (g[:, 0] << 16) | (g[:, 1] << 8) | g[:, 2]
-    table = np.frombuffer(_B64, np.uint8)
-    out = np.empty((len(word), 4), np.uint8)
-    for i in range(4):
-        out[:, i] = table[(word >> (18 - 6 * i)) & 0x3F]
-    out = out.reshape(-1)
-    oends = np.cumsum(groups * 4)
-    rem = lens % 3
+    out = np.frombuffer(bytearray(binascii.b2a_base64(data, newline=False)), np.uint8)
+    oends = ends // 3 * 4
     out[oends[rem == 1] - 1] = ord("=")
     out[oends[rem == 1] - 2] = ord("=")
     out[oends[rem == 2] - 1] = ord("=")
-    offsets = np.zeros(n + 1, np.int64)
+    offsets = np.zeros(len(oends) + 1, np.int64)
     offsets[1:] = oends
     return _from_offsets(offsets, out)
 
@@ -239,30 +234,31 @@ def _quoted(values: Any) -> Any:
     return _join(_const(n, b'"'), values, _const(n, b'"'))
 
 
-def json_key_lines(keys: Any, base64: bool) -> list[str] | None:
+def json_key_lines(keys: Any, base64: bool) -> Any | None:
     """The line the JSON writer writes for each key of ``keys`` (binary, no nulls): ``base64`` (the bytes
-    decoder): the JSON string of its base64; else (the string decoder) the key's text as a JSON string. None when
-    some key is not valid UTF-8 (string keys): the string decoder rejects it on the record path."""
+    decoder): the JSON string of its base64; else (the string decoder) the key's text as a JSON string. A
+    large_binary array of the UTF-8 lines (a list of str when some key needs an escape), which
+    ``JsonWriter.write_payloads`` takes as it is. None when some key is not valid UTF-8 (string keys): the string
+    decoder rejects it on the record path."""
     import pyarrow as pa
 
     from lakesink.objects.formats.jsontext import compact_json
 
     keys = _large(keys)
     if base64:
-        return _quoted(b64_array(keys)).cast(pa.large_string()).to_pylist()
+        return _quoted(b64_array(keys))
     try:
         text = keys.cast(pa.large_string())
     except pa.ArrowInvalid:
         return None
     if _needs_escape(keys):
         return [compact_json(k) for k in text.to_pylist()]
-    return _quoted(keys).cast(pa.large_string()).to_pylist()
+    return _quoted(keys)
 
 
-def json_header_lines(headers: Any) -> list[str] | None:
-    """The line the JSON writer writes for each record's headers, or None (see :func:`headers_parts`)."""
-    import pyarrow as pa
-
+def json_header_lines(headers: Any) -> Any | None:
+    """The line the JSON writer writes for each record's headers (as :func:`json_key_lines` gives them), or None
+    (see :func:`headers_parts`)."""
     from lakesink.objects.formats.jsontext import compact_json
 
     parts = headers_parts(headers)
@@ -273,9 +269,12 @@ def json_header_lines(headers: Any) -> list[str] | None:
         return [compact_json({"headers": [{"key": k, "value": v} for k, v in pairs]})
                 for pairs in header_lists(counts, keys, values)]
     n = len(keys)
-    value = _join(_const(n, b'"'), values, _const(n, b'"')).fill_null(b"null")
-    entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":'), value, _const(n, b"}"))
-    return _per_record(counts, entries, b'{"headers":[', b",", b"]}").cast(pa.large_string()).to_pylist()
+    if values.null_count:
+        value = _join(_const(n, b'"'), values, _const(n, b'"')).fill_null(b"null")
+        entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":'), value, _const(n, b"}"))
+    else:  # every value a string: quoted in the same pass
+        entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":"'), values, _const(n, b'"}'))
+    return _per_record(counts, entries, b'{"headers":[', b",", b"]}")
 
 
 def header_lists(counts: Any, keys: Any, values: Any) -> list[list[tuple[str, str | None]]]:
