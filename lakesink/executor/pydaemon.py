@@ -27,9 +27,10 @@ from pathlib import Path
 MODULE = "lakesink.executor.pydaemon"
 
 #: modules a lakesink task imports; what they import comes along (numpy with pyarrow, botocore with boto3, the
-#: store, archiver and formats with the task). Spark's daemon and the local engine's workers both preload them.
-TASK_MODULES = ("pyarrow", "confluent_kafka", "boto3", "lakesink.executor.task", "lakesink.executor.kafka_reader",
-                "lakesink.executor.columnar")
+#: store, archiver and formats with the task). pyarrow.compute is not imported by pyarrow itself: each worker would
+#: import it on its first batch (~0.15 CPU-s a worker). Spark's daemon and the local engine's workers both preload them.
+TASK_MODULES = ("pyarrow", "pyarrow.compute", "confluent_kafka", "boto3", "lakesink.executor.task",
+                "lakesink.executor.kafka_reader", "lakesink.executor.columnar")
 
 #: what this daemon imports before it forks workers (:func:`preload`): pyspark's worker and the task modules
 PRELOAD = ("pyspark.worker", *TASK_MODULES)
