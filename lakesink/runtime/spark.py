@@ -38,7 +38,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakesink.errors import LakesinkError
 from lakesink.store.settings import S3Settings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,6 +87,8 @@ def _use_cluster() -> bool:
 
 def starts_local_jvm() -> bool:
     """Whether :func:`get_spark` would launch a new local JVM here (no cluster session, no JVM in this process)."""
+    if "pyspark" not in sys.modules:  # no JVM and no session in a process that never imported pyspark (saves its import)
+        return not cluster_environment()
     from pyspark import SparkContext
 
     return SparkContext._gateway is None and not _use_cluster()  # noqa: SLF001 - see launch_jvm_detached

@@ -282,3 +282,16 @@ def test_the_local_engines_driver_converts_python_lists_without_importing_pandas
             "print('pandas' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-2000:]
+
+
+def test_asking_whether_a_local_jvm_would_start_does_not_import_pyspark():
+    """A process that never imported pyspark has no JVM and no session: the engine's question is answered without
+    importing it (a local-engine run never needs pyspark in its driver). Run in a child: imports are for good."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from lakesink.runtime.spark import starts_local_jvm; "
+            "print(starts_local_jvm(), 'pyspark' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABRICKS_RUNTIME_VERSION", "LAKESINK_SPARK_CLUSTER")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0 and r.stdout.split() == ["True", "False"], r.stderr[-2000:]
