@@ -109,6 +109,20 @@ def wheel_bytecode() -> None:
     compileall.compile_dir(os.path.dirname(lakesink.__file__), quiet=1)
 
 
+def warm_broker(servers: str, topic: str = "bench-warmup") -> None:
+    """One transaction on a fresh broker before anything is measured: the broker creates its transaction state topic
+    (50 partitions) on the first transactional producer, whose ``init_transactions`` waits and retries meanwhile --
+    seconds of wall and CPU the first measured restore would otherwise pay (13.2 against 8.9 CPU-s per million
+    records for the same restore measured again later, bench/results/scale.md 17:01)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": servers, "transactional.id": f"bench-warmup-{os.getpid()}"})
+    p.init_transactions(120)
+    p.begin_transaction()
+    p.produce(topic, b"warm")
+    p.commit_transaction(120)
+
+
 def steal_s() -> float:
     """CPU time the hypervisor gave to others so far (``steal`` of /proc/stat, all CPUs; 0 where unknown): a run
     with much of it ran on a busier host, and its absolute times say less than its ratios."""

@@ -125,6 +125,8 @@ def main(argv=None) -> int:
         s3.spawn(work / "s3.log")
         s3.create_bucket(bench_sink.BUCKET)
         servers = kafka.bootstrap_servers
+        kafka.create_topic("bench-warmup", partitions=1)
+        cold.warm_broker(servers)
         kafka.create_topic(TOPIC, partitions=bench_sink.PARTITIONS)
         cold.log(f"producing {args.records:,} JSON records to {TOPIC}")
         value_bytes = bench_sink.produce(servers, TOPIC, args.records, bench_sink.json_value)

@@ -90,6 +90,8 @@ def main(argv=None) -> int:
         s3.spawn(work / "s3.log")
         s3.create_bucket(bench_sink.BUCKET)
         servers = kafka.bootstrap_servers
+        kafka.create_topic("bench-warmup", partitions=1)
+        cold.warm_broker(servers)
         for shape, (n, parts) in shapes.items():
             topic = f"scale-{shape}"
             kafka.create_topic(topic, partitions=parts)
