@@ -123,6 +123,17 @@ def warm_broker(servers: str, topic: str = "bench-warmup") -> None:
     p.commit_transaction(120)
 
 
+def start_stack(kafka, s3, work: Path) -> str:
+    """Start ``kafka`` (a KafkaBroker) and ``s3`` (an S3Endpoint, logging into ``work``), create the bench bucket and
+    warm the broker (:func:`warm_broker`); the broker's bootstrap servers."""
+    kafka.start()
+    s3.spawn(work / "s3.log")
+    s3.create_bucket(bench_sink.BUCKET)
+    kafka.create_topic("bench-warmup", partitions=1)
+    warm_broker(kafka.bootstrap_servers)
+    return kafka.bootstrap_servers
+
+
 def steal_s() -> float:
     """CPU time the hypervisor gave to others so far (``steal`` of /proc/stat, all CPUs; 0 where unknown): a run
     with much of it ran on a busier host, and its absolute times say less than its ratios."""

@@ -121,12 +121,7 @@ def main(argv=None) -> int:
     kafka, s3 = KafkaBroker(heap="1g"), S3Endpoint()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     try:
-        kafka.start()
-        s3.spawn(work / "s3.log")
-        s3.create_bucket(bench_sink.BUCKET)
-        servers = kafka.bootstrap_servers
-        kafka.create_topic("bench-warmup", partitions=1)
-        cold.warm_broker(servers)
+        servers = cold.start_stack(kafka, s3, work)
         kafka.create_topic(TOPIC, partitions=bench_sink.PARTITIONS)
         cold.log(f"producing {args.records:,} JSON records to {TOPIC}")
         value_bytes = bench_sink.produce(servers, TOPIC, args.records, bench_sink.json_value)

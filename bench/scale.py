@@ -86,12 +86,7 @@ def main(argv=None) -> int:
     load0 = tuple(round(x, 2) for x in os.getloadavg())
     rows: dict[str, list[dict]] = {k: [] for k in shapes}
     try:
-        kafka.start()
-        s3.spawn(work / "s3.log")
-        s3.create_bucket(bench_sink.BUCKET)
-        servers = kafka.bootstrap_servers
-        kafka.create_topic("bench-warmup", partitions=1)
-        cold.warm_broker(servers)
+        servers = cold.start_stack(kafka, s3, work)
         for shape, (n, parts) in shapes.items():
             topic = f"scale-{shape}"
             kafka.create_topic(topic, partitions=parts)
