@@ -132,7 +132,8 @@ def headers_positions(block: bytes, count: int) -> tuple[np.ndarray, Any, Any] |
                     pos += length
                     branch = data[pos]
                     pos += 1
-                    if branch == 2:  # the union's string branch
+                    if branch == 2:  # the union's string branch; its length read inline as the key's (a call
+                        # per field would add ~80 ns a header to this loop)
                         b = data[pos]
                         if b < 0x80 and not b & 1:
                             length, pos = b >> 1, pos + 1
