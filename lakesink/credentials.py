@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from lakesink.errors import ConfigError, ConfigProblem, S3CredentialsError
 
-__all__ = ["SOURCES", "PROVIDER_CLASSES", "CredentialSettings", "Credentials", "ShippedCredentials",
+__all__ = ["SOURCES", "PROVIDER_CLASSES", "CredentialSettings", "Credentials", "ShippedCredentials", "boto3_client",
            "source_for_provider_class", "resolve", "boto3_session", "REFRESH_MARGIN_S", "where_looked",
            "missing_credentials", "is_missing_credentials", "require_credentials"]
 
@@ -203,6 +203,29 @@ def boto3_session(settings: CredentialSettings | ShippedCredentials | None, regi
 
 #: (thread, region, default chain?) -> (the credentials or AWS_* environment it was built for, the Session)
 _SESSIONS: dict[tuple, tuple[tuple, Any]] = {}
+
+
+def boto3_client(settings: CredentialSettings | ShippedCredentials | None, region: str | None, service: str,
+                 endpoint_url: str | None, config: Any, variant: Any = None) -> Any:
+    """A ``service`` client of :func:`boto3_session`'s Session for ``settings`` and ``region``, kept with it: a
+    worker opens its store once per Kafka range, and a new client of even a kept Session costs botocore's endpoint
+    and signer set-up again. One client per thread, region, service, endpoint and ``variant`` (what else ``config``
+    depends on, hashable); replaced, not added to, when the Session is (new credentials), so rotations do not
+    accumulate clients. A client is safe to use from several threads."""
+    import threading
+
+    session = boto3_session(settings, region)
+    slot = (threading.get_ident(), region, service, endpoint_url, variant)
+    kept = _CLIENTS.get(slot)
+    if kept is not None and kept[0] is session:
+        return kept[1]
+    client = session.client(service, endpoint_url=endpoint_url, config=config)
+    _CLIENTS[slot] = (session, client)
+    return client
+
+
+#: (thread, region, service, endpoint, variant) -> (the Session it was built from, the client)
+_CLIENTS: dict[tuple, tuple[Any, Any]] = {}
 
 
 # ---------------------------------------------------------------- credentials that are not there

@@ -21,25 +21,6 @@ _RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "InternalError", "ServiceUnava
 THROTTLE_CODES = {"SlowDown", "ServiceUnavailable", "Throttling", "ThrottlingException", "503"}
 
 
-#: (session id, endpoint, region, addressing) -> (session, client): the clients of kept sessions
-_CLIENTS: dict[tuple, tuple] = {}
-
-
-def _client(session, settings: StoreSettings, cfg) -> "object":
-    """An S3 client of ``session`` for ``settings``' endpoint, kept with it: a worker process opens the store once per
-    Kafka range, and a new client of even a kept session costs 15-25 ms of CPU (measured here: 64 ranges, 1.2 s). A
-    boto3 client is safe to share between threads; its credentials are its session's, which
-    :func:`~lakesink.credentials.boto3_session` replaces (and so this client) when they change."""
-    s3 = settings.s3
-    slot = (id(session), s3.endpoint_url, s3.region, s3.path_style)
-    kept = _CLIENTS.get(slot)
-    if kept is not None and kept[0] is session:
-        return kept[1]
-    client = session.client("s3", endpoint_url=s3.endpoint_url, config=cfg)
-    _CLIENTS[slot] = (session, client)
-    return client
-
-
 class S3Store(ObjectStore):
     """S3 through boto3. Retries: ``s3.part.retries`` attempts with full-jitter exponential
     backoff from ``s3.retry.backoff.ms`` (Confluent's mapping of the same keys)."""
@@ -55,10 +36,11 @@ class S3Store(ObjectStore):
             connect_timeout=10,
             read_timeout=60,
         )
-        from lakesink.credentials import boto3_session, is_missing_credentials, missing_credentials
+        from lakesink.credentials import boto3_client, is_missing_credentials, missing_credentials
 
         try:
-            self.client = _client(boto3_session(settings.credential_source(), settings.s3.region), settings, cfg)
+            self.client = boto3_client(settings.credential_source(), settings.s3.region, "s3", settings.s3.endpoint_url,
+                                       cfg, variant=settings.s3.path_style)
         except Exception as e:  # noqa: BLE001 - AWS_PROFILE naming no profile fails here already
             if is_missing_credentials(e):
                 raise missing_credentials(f"S3 endpoint {settings.where} (bucket "

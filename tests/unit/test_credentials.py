@@ -200,3 +200,25 @@ def test_a_thread_keeps_its_session_while_the_credentials_stay(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENV2")
     changed = boto3_session(CredentialSettings(), "eu-west-1")
     assert changed is not chain and changed.get_credentials().access_key == "ENV2"
+
+
+def test_a_kept_client_is_replaced_with_its_session_not_added_to():
+    """boto3_client keeps one client per thread, region, service and endpoint: the same credentials get it back,
+    rotated ones get a client of their new Session in its place, and the old one is let go (a long run rotating
+    credentials holds one)."""
+    import gc
+    import weakref
+
+    from lakesink.credentials import boto3_client
+
+    def client(secret: str):
+        return boto3_client(CredentialSettings("static", "AK9", secret), "eu-west-1", "s3", "http://127.0.0.1:9", None)
+
+    a = client("S1")
+    assert client("S1") is a
+    gone = weakref.ref(a)
+    rotated = client("S2")
+    assert rotated is not a and rotated._request_signer._credentials.secret_key == "S2"
+    del a
+    gc.collect()
+    assert gone() is None
