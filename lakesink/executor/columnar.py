@@ -4,7 +4,7 @@ When rotation is a pure function of record counts (Default partitioner) or of co
 timestamps (daily, hourly, TimeBasedPartitioner with ``timestamp.extractor=Record``: the files are cut from the
 batch's timestamp column, :meth:`~lakesink.objects.rotation.Rotator.process_time_run`, each timestamp's encoded
 partition computed once per distinct bucket,
-:meth:`~lakesink.objects.partitioners.TimeBasedPartitioner.encode_record_times`), with no scheduled rotation and
+:meth:`~lakesink.objects.partitioners.TimeBasedPartitioner.record_time_buckets`), with no scheduled rotation and
 ``behavior.on.null.values`` fail or ignore, keys are either not stored (then ``key.decoder=bytes``) or stored in
 a keys file whose format takes them a column at a time (``Format.columnar_keys``: Avro and JSON for the bytes and
 string decoders, ByteArray for bytes) and headers, when stored, go to a format that takes them a column at a time

@@ -62,7 +62,7 @@ DAILY_PATH_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd"
 HOURLY_PATH_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH"
 _NUMERIC_TS = re.compile(r"^-?[0-9]{1,19}$")
 _MISSING = object()
-#: the timestamps :meth:`TimeBasedPartitioner.encode_record_times` takes (years 2..9998, any offset: well inside
+#: the timestamps :meth:`TimeBasedPartitioner.record_time_buckets` takes (years 2..9998, any offset: well inside
 #: what :mod:`datetime` formats); the record path handles the others
 _MIN_TS, _MAX_TS = -62_104_060_800_000, 253_370_678_400_000
 
@@ -296,20 +296,11 @@ class TimeBasedPartitioner(Partitioner):
 
     @property
     def encodes_record_times(self) -> bool:
-        """Whether :meth:`encode_record_times` may stand for :meth:`encode_partition` (the Record extractor, and
+        """Whether :meth:`record_time_buckets` may stand for :meth:`encode_partition` (the Record extractor, and
         this class's own bucketing and formatting: a subclass that overrides them is not vouched for)."""
         return (type(self.extractor) is RecordExtractor
                 and type(self).encode_partition is TimeBasedPartitioner.encode_partition
                 and type(self).extract_timestamp is TimeBasedPartitioner.extract_timestamp)
-
-    def encode_record_times(self, timestamps: Sequence[int]) -> list[str] | None:
-        """:meth:`encode_partition` of records whose timestamps (the Record extractor's time) are
-        ``timestamps``, one string per record (:meth:`record_time_buckets` spelled out), or None."""
-        got = self.record_time_buckets(timestamps)
-        if got is None:
-            return None
-        codes, paths = got
-        return [paths[c] for c in codes.tolist()]
 
     def record_time_buckets(self, timestamps: Sequence[int]) -> "tuple[Any, list[str]] | None":
         """The encoded partitions of records whose timestamps (the Record extractor's time) are ``timestamps``,

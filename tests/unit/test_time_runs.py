@@ -1,5 +1,5 @@
 """The columnar path under time-based partitioners (Record timestamps): the runs cut from a batch's timestamp column
-(Rotator.process_time_run, TimeBasedPartitioner.encode_record_times) are exactly those the per-record Rotator cuts,
+(Rotator.process_time_run, TimeBasedPartitioner.record_time_buckets) are exactly those the per-record Rotator cuts,
 and archive_partitions writes the record path's objects and manifest rows with them."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lakesink.executor.columnar import ColumnarPlan
 from lakesink.objects.partitioners import (DailyPartitioner, HourlyPartitioner, RecordExtractor,
                                            RecordFieldExtractor, TimeBasedPartitioner, WallclockExtractor)
 from lakesink.objects.records import SinkRecord
-from lakesink.objects.rotation import AppendMany, AppendSpan, Commit, Rotator, RotationPolicy
+from lakesink.objects.rotation import AppendMany, AppendSpan, Rotator, RotationPolicy
 from lakesink.wiring import task_parts
 from test_columnar import config, run
 
@@ -77,16 +77,22 @@ def dense_timestamps(draw):
     return out
 
 
+def encoded(p, ts) -> list[str] | None:
+    """Each record's encoded partition from :meth:`TimeBasedPartitioner.record_time_buckets` (None: declined)."""
+    got = p.record_time_buckets(ts)
+    return None if got is None else [got[1][c] for c in got[0].tolist()]
+
+
 @settings(max_examples=200, deadline=None)
 @given(ts=timestamps(), kind=st.sampled_from(KINDS), tz=st.sampled_from(ZONES))
-def test_encode_record_times_equals_encode_partition(ts, kind, tz):
+def test_record_time_buckets_equal_encode_partition(ts, kind, tz):
     p = partitioner(kind, tz)
     want = [p.encode_partition(SinkRecord("t", 0, i, t, None, b"v"), p.extract_timestamp(
         SinkRecord("t", 0, i, t, None, b"v"), 0)) for i, t in enumerate(ts)]
-    assert partitioner(kind, tz).encode_record_times(ts) == want
+    assert encoded(partitioner(kind, tz), ts) == want
 
 
-def test_encode_record_times_across_dst_nights():
+def test_record_time_buckets_across_dst_nights():
     """New York's two 2024 transition nights and Sao Paulo's midnight ones: every 10 s of the four hours around the
     transition, and every 7 ms of the 6 s around it."""
     for tz, around in (("America/New_York", utc(2024, 3, 10, 7)), ("America/New_York", utc(2024, 11, 3, 6)),
@@ -95,24 +101,24 @@ def test_encode_record_times_across_dst_nights():
         for kind in ("hourly", "daily", "quarter"):
             p = partitioner(kind, tz)
             want = [p.encode_partition(None, t) for t in ts]
-            assert partitioner(kind, tz).encode_record_times(ts) == want
+            assert encoded(partitioner(kind, tz), ts) == want
             assert len(set(want)) > 1 or kind == "daily"
 
 
-def test_encode_record_times_declines_what_it_cannot_vouch_for():
+def test_record_time_buckets_decline_what_they_cannot_vouch_for():
     wall = DailyPartitioner("UTC", "en", WallclockExtractor())
     field = DailyPartitioner("UTC", "en", RecordFieldExtractor("ts"))
-    assert not wall.encodes_record_times and wall.encode_record_times([0]) is None
-    assert not field.encodes_record_times and field.encode_record_times([0]) is None
+    assert not wall.encodes_record_times and encoded(wall, [0]) is None
+    assert not field.encodes_record_times and encoded(field, [0]) is None
 
     class Custom(DailyPartitioner):
         def encode_partition(self, record, timestamp_ms=None):
             return "x"
 
-    assert Custom("UTC", "en", RecordExtractor()).encode_record_times([0]) is None
+    assert encoded(Custom("UTC", "en", RecordExtractor()), [0]) is None
     p = partitioner("daily", "UTC")
-    assert p.encodes_record_times and p.encode_record_times([]) == []
-    assert p.encode_record_times([0, 2**62]) is None  # the record path names a timestamp it cannot format
+    assert p.encodes_record_times and encoded(p, []) == []
+    assert encoded(p, [0, 2**62]) is None  # the record path names a timestamp it cannot format
 
 
 # ------------------------------------------------------------------------------------------ the cutter
