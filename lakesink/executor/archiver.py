@@ -157,9 +157,10 @@ class PartitionArchiver:
         (no null value) with one ``schema``, under the Default partitioner and count-only rotation or a
         time-based partitioner on the records' own timestamps (the Record extractor: files cut from the
         timestamps, :meth:`Rotator.process_time_run <lakesink.objects.rotation.Rotator.process_time_run>`), given
-        as their ascending offsets, timestamps and format payloads (one per record: a pyarrow array or a list, sliceable), and their Kafka timestamp type ids (None when the
-        read did not carry them), and with stored keys/headers their side files' ``sides`` (``{"keys": (payloads,
-        schema), "headers": ...}``: :meth:`ColumnarPlan.side_payloads
+        as their ascending offsets, timestamps and format payloads (one per record: a pyarrow array or a list,
+        sliceable), and their Kafka timestamp type ids (None when the read did not carry them), and with stored
+        keys/headers their side files' ``sides`` (``{"keys": (payloads, schema), "headers": ...}``:
+        :meth:`ColumnarPlan.side_payloads
         <lakesink.executor.columnar.ColumnarPlan.side_payloads>`). Returns False, having done nothing, if the
         rotator cannot take the run in bulk; then feed the records to :meth:`process_many`."""
         if offsets:

@@ -48,7 +48,8 @@ def consumer_conf(conf: Mapping[str, Any], group: str) -> dict[str, Any]:
 
 
 def read_committed(conf: Mapping[str, Any], group: str, partitions: Iterable[tuple[str, int]],
-                   timeout_s: float = 30.0, consumer: Any = None) -> dict[tuple[str, int], tuple[int | None, str | None]]:
+                   timeout_s: float = 30.0,
+                   consumer: Any = None) -> dict[tuple[str, int], tuple[int | None, str | None]]:
     """``{(topic, partition): (committed offset or None, metadata or None)}`` of ``group`` (stable offsets only).
     ``consumer``: a never-subscribing consumer of ``group`` made from :func:`consumer_conf`, asked instead of a new
     one (and left open: a caller that keeps one for the group's metadata reads through it).

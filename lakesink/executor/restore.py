@@ -70,7 +70,8 @@ from lakesink.executor.throttle import Throttle
 from lakesink.executor.restore_progress import (check_group_idle, group_coverages, kafka_error_of, progress_group,
                                                 read_coverage, read_progress, routed_group)
 
-__all__ = ["DEFAULT_RECORDS_PER_TXN", "THROTTLED_TXN_S", "paced_records_per_txn", "DEFAULT_BYTES_PER_TXN", "DEFAULT_MAX_FUTURE_MS", "progress_group",
+__all__ = ["DEFAULT_RECORDS_PER_TXN", "THROTTLED_TXN_S", "paced_records_per_txn", "DEFAULT_BYTES_PER_TXN",
+           "DEFAULT_MAX_FUTURE_MS", "progress_group",
            "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
            "RestoreSummary", "RestoreResult", "dry_run",
            "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters",

@@ -495,7 +495,8 @@ class Rotator:
     def _start_run(self, offsets, out: list | None) -> list:
         """A bulk run's opening checks: its first offset after the last seen; the event list to append to."""
         if len(offsets) and offsets[0] <= self._last_seen:
-            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} (records must be in offset order)")
+            raise InvalidArgumentError(f"offset {offsets[0]} is not after {self._last_seen} "
+                                       f"(records must be in offset order)")
         self._batch_now()
         return [] if out is None else out
 
@@ -542,6 +543,10 @@ class Rotator:
         periodic, interval = self._periodic, self.policy.rotate_interval_ms
         on_change = self.policy.rotate_on_partition_change
         span_at, span_file = 0, None  # the open span: from index span_at, to the file span_file
+
+        def close_span(end: int) -> None:
+            out.append(AppendSpan(span_file.encoded_partition, span_at, end, span_file.start_offset))
+
         for a, b in zip(bounds, bounds[1:]):
             enc = paths[int(codes[a])]
             i = a
@@ -551,7 +556,7 @@ class Rotator:
                     s.base_ts = t
                 if periodic and s.count > 0 and (t - s.base_ts >= interval or (on_change and enc != s.cur_enc)):
                     if span_file is not None:
-                        out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                        close_span(i)
                         span_file = None
                     out.append(self._commit())
                     s.base_ts = t
@@ -564,7 +569,7 @@ class Rotator:
                     schemas[enc] = schema
                 if f is not span_file:
                     if span_file is not None:
-                        out.append(AppendSpan(span_file.encoded_partition, span_at, i, span_file.start_offset))
+                        close_span(i)
                     span_at, span_file = i, f
                 if stop - i <= 16:
                     lo, hi = min(ts[i:stop]), max(ts[i:stop])
@@ -581,12 +586,12 @@ class Rotator:
                 s.cur_enc = enc
                 self._last_written = f.last_offset
                 if s.count >= flush:
-                    out.append(AppendSpan(enc, span_at, stop, f.start_offset))
+                    close_span(stop)
                     span_file = None
                     out.append(self._commit())
                 i = stop
         if span_file is not None:
-            out.append(AppendSpan(span_file.encoded_partition, span_at, n, span_file.start_offset))
+            close_span(n)
         if n:
             self._last_seen = offsets[-1]
         return out

@@ -87,7 +87,7 @@ def _use_cluster() -> bool:
 
 def starts_local_jvm() -> bool:
     """Whether :func:`get_spark` would launch a new local JVM here (no cluster session, no JVM in this process)."""
-    if "pyspark" not in sys.modules:  # no JVM and no session in a process that never imported pyspark (saves its import)
+    if "pyspark" not in sys.modules:  # no JVM and no session in a process that never imported pyspark: not imported
         return not cluster_environment()
     from pyspark import SparkContext
 

@@ -460,17 +460,12 @@ class JsonWriter(FormatWriter):
         self._lines.clear()
 
     def _push(self) -> None:
-        if not self._lines and not self._out:
+        if self._lines:
+            self._encode_lines()
+        if not self._out:
             return
-        if self._out:
-            if self._lines:
-                self._encode_lines()
-            data = b"".join(self._out)
-            self._out.clear()
-        else:
-            self._lines.append("")  # -> a "\n" after the last line too
-            data = "\n".join(self._lines).encode("utf-8")
-            self._lines.clear()
+        data = b"".join(self._out)  # one piece (lines only): joined without a copy
+        self._out.clear()
         self._pending = 0
         if self._gz is not None:
             self._gz.write(data)

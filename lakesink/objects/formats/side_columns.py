@@ -366,8 +366,7 @@ def json_key_column(lines: Any, base64: bool) -> Any | None:
         return None
     lens = np.diff(ends, prepend=0)
     starts = ends - lens
-    null = (lens == 4) & np.array(pc.equal(lines, pa.scalar(b"null", pa.large_binary())).to_numpy(
-        zero_copy_only=False), bool)
+    null = np.array(pc.equal(lines, pa.scalar(b"null", pa.large_binary())).to_numpy(zero_copy_only=False), bool)
     text = ~null
     if (lens[text] < 2).any() or (buf[starts[text]] != 0x22).any() or (buf[ends[text] - 1] != 0x22).any():
         return None
