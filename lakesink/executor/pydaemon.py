@@ -28,7 +28,7 @@ MODULE = "lakesink.executor.pydaemon"
 
 #: modules a lakesink task imports; what they import comes along (numpy with pyarrow, botocore with boto3, the
 #: store, archiver and formats with the task). pyarrow.compute is not imported by pyarrow itself: each worker would
-#: import it on its first batch (~0.15 CPU-s a worker). Spark's daemon and the local engine's workers both preload them.
+#: import it on its first batch. Spark's daemon and the local engine's workers both preload them.
 TASK_MODULES = ("pyarrow", "pyarrow.compute", "confluent_kafka", "boto3", "lakesink.executor.task",
                 "lakesink.executor.kafka_reader", "lakesink.executor.columnar")
 
@@ -98,7 +98,7 @@ class _RearmOnPandas:
 
 
 def skip_pandas_probe() -> bool:
-    """Let this process's pyarrow convert Python lists without importing pandas (~0.35 s of CPU, the largest import
+    """Let this process's pyarrow convert Python lists without importing pandas (the largest import
     of a local worker): pyarrow tries ``import pandas`` once, on its first conversion of a Python object, to tell
     pandas objects apart, and keeps the answer; here that try meets ImportError. Anything that asks pyarrow for
     pandas itself (``to_pandas``) still imports it then, and an ``import pandas`` later in the process makes pyarrow
