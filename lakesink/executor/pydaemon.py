@@ -103,11 +103,12 @@ def skip_pandas_probe() -> bool:
     pandas objects apart, and keeps the answer; here that try meets ImportError. Anything that asks pyarrow for
     pandas itself (``to_pandas``) still imports it then, and an ``import pandas`` later in the process makes pyarrow
     probe again (:class:`_RearmOnPandas`), so code that does use pandas converts as before. Used by the local engine's
-    workers, which themselves never use pandas. False when pandas was already imported (nothing to save)."""
+    workers, which themselves never use pandas. False when pandas was already imported or the probe already
+    skipped (nothing to do)."""
     import pyarrow
 
-    if "pandas" in sys.modules:
-        return False
+    if "pandas" in sys.modules or any(isinstance(f, _RearmOnPandas) for f in sys.meta_path):
+        return False  # pandas there already, or probed without it already (one re-arming finder is enough)
     finder = _NoPandas()
     sys.meta_path.insert(0, finder)
     try:

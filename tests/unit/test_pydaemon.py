@@ -79,6 +79,8 @@ def test_the_local_workers_convert_python_lists_without_importing_pandas():
     code = ("import sys; from lakesink.executor.local_worker import PRELOAD; "
             "from lakesink.executor.pydaemon import preload; import pyarrow as pa; "
             "assert preload(PRELOAD, pandas=False) == list(PRELOAD); "
+            "from lakesink.executor.pydaemon import skip_pandas_probe; finders = len(sys.meta_path); "
+            "assert not skip_pandas_probe() and len(sys.meta_path) == finders; "  # a second call adds nothing
             "pa.array([1, 2]); pa.array([b'x', None], pa.binary()); pa.Table.from_pylist([{'a': 'x'}]); "
             "assert 'pandas' not in sys.modules, 'pandas imported'; "
             "import pandas as pd; "
