@@ -387,11 +387,11 @@ class SinkJob:
         (A replacement in the milliseconds between this check and the Delta commit is still
         possible; readers verify ETags, so it fails loudly, and versioned buckets keep our version.)
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         expected = {key: etag for r in rows for key, etag, _version in object_files(r)}
-        with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
-            current = dict(zip(expected, pool.map(self.store.head, expected)))
+        current = self.store.head_many(expected)  # S3: a listing per directory, not a HEAD per file
+        # what a listing says is gone or changed, a HEAD confirms (a store whose listings lag behind writes)
+        doubt = [k for k, info in current.items() if info is None or info.etag != expected[k]]
+        current.update(zip(doubt, map(self.store.head, doubt)))
         job = self.cfg.name
         for key, etag in expected.items():
             info = current[key]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Iterator, TypeVar
+from typing import Iterable, Iterator, TypeVar
 
 from lakesink.errors import ObjectChangedError
 from lakesink.store.settings import StoreSettings
@@ -115,6 +115,17 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def head(self, key: str) -> ObjectInfo | None: ...
+
+    def head_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo | None]:
+        """:meth:`head` of each of ``keys`` (None: no such object), without the user metadata and version ids
+        :meth:`list` does not give either. A store may answer from fewer requests than one per key (S3: a listing
+        per directory), and a listing may lag behind a write on a store that is not strongly consistent: a caller
+        that acts on an absence or on a changed ETag confirms it with :meth:`head`."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        unique = list(dict.fromkeys(keys))
+        with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
+            return dict(zip(unique, pool.map(self.head, unique)))
 
     @abstractmethod
     def read(self, key: str, etag: str | None = None, version_id: str | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from lakesink.errors import ObjectChangedError, PreconditionFailed, StoreError
 from lakesink.retry import backoff_s
@@ -13,6 +13,11 @@ from lakesink.store.base import (MIN_PART_SIZE, ObjectInfo, ObjectStore, ObjectW
 from lakesink.store.settings import StoreSettings
 
 T = TypeVar("T")
+
+#: keys a ListObjectsV2 page returns in :meth:`S3Store.head_many` (S3's maximum)
+LIST_PAGE = 1000
+#: threads of :meth:`S3Store.head_many`: botocore's default connection pool
+POOL_THREADS = 10
 
 
 _RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "InternalError", "ServiceUnavailable", "Throttling",
@@ -179,6 +184,50 @@ class S3Store(ObjectStore):
                                 "NextContinuationToken"):
             for o in page.get("Contents", []):
                 yield ObjectInfo(o["Key"], o["Size"], strip_etag(o["ETag"]), o["LastModified"].timestamp())
+
+    def head_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo | None]:
+        """:meth:`ObjectStore.head_many` from one ListObjectsV2 per directory holding several of ``keys``, from just
+        before its first key until past its last; a HEAD each for a key alone in its directory, for the keys of a
+        directory so crowded between them that the listing would take more than a page per :data:`LIST_PAGE` keys,
+        and where listing fails (no ``s3:ListBucket``). A sink batch of 64 partitions HEADed 256 files before its
+        commit; it lists 64 directories instead."""
+        from collections import defaultdict
+        from concurrent.futures import ThreadPoolExecutor
+
+        by_dir: dict[str, list[str]] = defaultdict(list)
+        for key in dict.fromkeys(keys):
+            by_dir[key.rpartition("/")[0]].append(key)
+        out: dict[str, ObjectInfo | None] = {}
+        heads = [ks[0] for ks in by_dir.values() if len(ks) == 1]
+        # no more threads than the client's connection pool (botocore's default 10): a thread past it opens a
+        # connection of its own and drops it after the call
+        with ThreadPoolExecutor(max_workers=POOL_THREADS) as pool:
+            for found, unreached in pool.map(self._listed, [sorted(ks) for ks in by_dir.values() if len(ks) > 1]):
+                out.update(found)
+                heads += unreached
+            out.update(zip(heads, pool.map(self.head, heads)))
+        return out
+
+    def _listed(self, keys: list[str]) -> tuple[dict[str, ObjectInfo | None], list[str]]:
+        """(what one bounded listing of the sorted ``keys``' directory says of them, the keys it did not reach)."""
+        directory = keys[0].rpartition("/")[0]
+        prefix = f"{directory}/" if directory else ""
+        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix, "StartAfter": keys[0][:-1], "MaxKeys": LIST_PAGE}
+        wanted, found, last = set(keys), {}, ""
+        try:
+            for _page in range(2 + len(keys) // LIST_PAGE):
+                page = self.call("ListObjectsV2", prefix, lambda: self.client.list_objects_v2(**kw))
+                for o in page.get("Contents", []):
+                    if o["Key"] in wanted:
+                        found[o["Key"]] = ObjectInfo(o["Key"], o["Size"], strip_etag(o["ETag"]),
+                                                     o["LastModified"].timestamp())
+                    last = max(last, o["Key"])
+                if not page.get("IsTruncated") or last >= keys[-1]:
+                    return {k: found.get(k) for k in keys}, []
+                kw["ContinuationToken"] = page["NextContinuationToken"]
+        except StoreError:  # e.g. no s3:ListBucket on this prefix: HEADs need only s3:GetObject
+            return {}, keys
+        return found, [k for k in keys if k not in found]
 
     def list_uploads(self, prefix: str = "") -> Iterator[tuple[str, str, float]]:
         """Open multipart uploads: (key, upload id, initiated epoch seconds)."""

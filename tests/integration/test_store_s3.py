@@ -1,5 +1,6 @@
 """The S3 object store against a real S3-compatible HTTP endpoint (moto server): the shared store
 contract plus what only S3 does (multipart ETags and uploads, retries and errors, streaming a large object in bounded memory)."""
+import contextlib
 import os
 
 import pytest
@@ -79,3 +80,70 @@ def test_large_object_streams_with_bounded_memory(store):
     assert store.head("big/large.bin").size == size
     assert store.read("big/large.bin", byte_range=(size - 5, size - 1)) == chunk[-5:]
     store.delete("big/large.bin")
+
+
+@contextlib.contextmanager
+def s3_calls(store, *ops, refuse=()):
+    """The S3 calls ``store`` makes in the block, per operation name; an operation of ``refuse`` is answered
+    with AccessDenied (403) before it is sent: the store's client is shared, so the hooks go once the block ends."""
+    from botocore.awsrequest import AWSResponse
+
+    calls = {op: [] for op in (*ops, *refuse)}
+    hooks = []
+    for op in calls:
+        def hook(op=op, **_kw):
+            calls[op].append(1)
+            if op in refuse:
+                return AWSResponse("http://refused", 403, {}, None), {
+                    "Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                    "ResponseMetadata": {"HTTPStatusCode": 403}}
+            return None
+
+        hooks.append((f"before-call.s3.{op}", hook))
+        store.client.meta.events.register(*hooks[-1])
+    try:
+        yield {op: calls[op] for op in calls}
+    finally:
+        for event, hook in hooks:
+            store.client.meta.events.unregister(event, hook)
+
+
+def test_head_many_lists_each_directory_once_instead_of_a_head_per_key(store):
+    d1 = [f"topics/t/partition=0/t+0+{o:010d}{ext}" for o in range(0, 40, 10) for ext in (".json", ".keys.avro")]
+    d2 = [f"topics/t/partition=1/t+1+{o:010d}.json" for o in range(3)]
+    for k in d1 + d2:
+        store.put_bytes(k, b"x")
+    with s3_calls(store, "HeadObject", "ListObjectsV2") as calls:
+        got = store.head_many([*d1, *d2, "topics/t/partition=0/t+0+0000000005.json"])
+    assert all(got[k] is not None and got[k].etag == store.head(k).etag for k in d1 + d2)
+    assert got["topics/t/partition=0/t+0+0000000005.json"] is None
+    assert (len(calls["HeadObject"]), len(calls["ListObjectsV2"])) == (0, 2)
+
+
+def test_head_many_heads_what_a_crowded_directory_listing_would_not_reach(store, monkeypatch):
+    """Objects not asked for between the asked keys: the listing stops after a page per LIST_PAGE keys, and the
+    keys past it are HEADed (never a listing as long as the directory)."""
+    import lakesink.store.s3 as s3mod
+
+    monkeypatch.setattr(s3mod, "LIST_PAGE", 2)
+    d = "topics/t/partition=0/"
+    crowd = [f"{d}t+0+{o:010d}.json" for o in range(1, 11)]
+    asked = [f"{d}t+0+0000000000.json", f"{d}t+0+0000000099.json"]
+    for k in crowd + asked:
+        store.put_bytes(k, k.encode())
+    with s3_calls(store, "HeadObject", "ListObjectsV2") as calls:
+        got = store.head_many(asked)
+    assert {k: (v.size, v.etag) for k, v in got.items()} == {k: (store.head(k).size, store.head(k).etag)
+                                                           for k in asked}
+    assert len(calls["ListObjectsV2"]) == 3  # 2 + len(asked) // LIST_PAGE pages
+    assert len(calls["HeadObject"]) == 1  # the key the three pages did not reach
+
+
+def test_head_many_heads_each_key_where_listing_is_refused(store):
+    keys = [f"topics/t/partition=0/t+0+{o:010d}.json" for o in range(3)]
+    for k in keys[:2]:
+        store.put_bytes(k, b"x")
+    with s3_calls(store, "HeadObject", refuse=("ListObjectsV2",)) as calls:
+        got = store.head_many(keys)
+    assert [got[k] is not None for k in keys] == [True, True, False]
+    assert (len(calls["ListObjectsV2"]), len(calls["HeadObject"])) == (1, 3)

@@ -227,6 +227,31 @@ class StoreContract:
         assert store.read("k/a.bin") == b"different"
         _only(store, "k/a.bin")
 
+    def test_head_many_agrees_with_head(self, store):
+        """Several keys of a directory (some missing, one object between them not asked for, a key of a
+        sub-directory), a key alone in its directory, one at the top level, one in no directory at all: the same
+        size and ETag as head() gives, or None."""
+        d = "topics/t/partition=0/"
+        present = [f"{d}t+0+{o:010d}{ext}" for o in (0, 50, 100) for ext in (".json", ".keys.avro")]
+        for k in present:
+            store.put_bytes(k, k.encode())
+        others = {f"{d}t+0+0000000070.json": b"not asked", f"{d}sub/t+0+0000000080.json": b"deeper",
+                  "topics/t/partition=1/t+1+0000000000.json": b"alone", "top.json": b"top level"}
+        for k, data in others.items():
+            store.put_bytes(k, data)
+        asked = [*present, f"{d}sub/t+0+0000000080.json", "topics/t/partition=1/t+1+0000000000.json", "top.json",
+                 f"{d}t+0+0000000060.json", f"{d}t+0+0000000200.json", "topics/t/partition=9/x.json", present[0]]
+        got = store.head_many(asked)
+        assert sorted(got) == sorted(set(asked))
+
+        def seen(info):
+            return None if info is None else (info.key, info.size, info.etag)
+
+        assert {k: seen(got[k]) for k in asked} == {k: seen(store.head(k)) for k in asked}
+        assert [k for k in sorted(got) if got[k] is None] == [f"{d}t+0+0000000060.json", f"{d}t+0+0000000200.json",
+                                                             "topics/t/partition=9/x.json"]
+        assert store.head_many([]) == {}
+
     # ------------------------------------------------------------ list, delete
 
     def test_list_by_prefix(self, store):

@@ -82,3 +82,32 @@ def test_a_deleted_upload_of_a_batch_another_run_committed_stays_a_lost_race_exi
     job.store.delete("t/a.json")
     with pytest.raises(UploadMissingError):
         job.verify_uploads(rows, 1)
+
+
+class LaggingListings(LocalStore):
+    """A store whose batched lookup (a listing, on S3) lags behind its writes: it misses one key and shows another
+    with the ETag it had before; head() tells the truth."""
+
+    def __init__(self, settings, stale: dict):
+        super().__init__(settings)
+        self.stale, self.batched = stale, []
+
+    def head_many(self, keys):
+        keys = list(keys)
+        self.batched.append(keys)
+        got = super().head_many(keys)
+        for key, etag in self.stale.items():
+            got[key] = None if etag is None else SimpleNamespace(key=key, etag=etag)
+        return got
+
+
+def test_the_check_reads_the_uploads_in_one_batched_lookup_and_confirms_what_it_doubts(job, tmp_path):
+    """verify_uploads asks the store once for every file (S3: a listing per directory), and a listing that lags
+    (a key it misses, an ETag from before) is confirmed with head() before anything fails."""
+    job.store = LaggingListings(job.store.settings, {"t/a.json": None, "t/b.keys": "0" * 32})
+    rows = [uploaded(job, "t/a.json", side="t/a.keys"), uploaded(job, "t/b.json", side="t/b.keys")]
+    job.verify_uploads(rows, 0)
+    assert [sorted(k) for k in job.store.batched] == [["t/a.json", "t/a.keys", "t/b.json", "t/b.keys"]]
+    job.store.delete("t/a.json")  # gone for real: head() confirms the listing, and the check fails
+    with pytest.raises(UploadMissingError, match="t/a.json"):
+        job.verify_uploads(rows, 0)
