@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError,
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
 from lakesink.executor.blockcut import BlockCounts
-from lakesink.executor.committed import PRODUCER_ONLY
+from lakesink.executor.committed import PRODUCER_ONLY, consumer_conf
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import (NO_CUT, ArchivedObject, Cut, ProduceColumns, read_key_positions,
@@ -210,9 +210,8 @@ class _Txn:
         self.errors: list[Any] = []
         self.fatal: Any = None  # the error behind librdkafka's "Local: Fatal error" (a fencing, usually)
         self.producer = Producer({**transactional_producer_config(conf, tid), "error_cb": self.on_error})
-        # never subscribes: the consumer only supplies the group metadata the offsets commit needs
-        self.consumer = Consumer({**_client_conf(conf), "group.id": group, "enable.auto.commit": False,
-                                  "isolation.level": "read_committed"})
+        # never subscribes: the consumer reads the progress and supplies the group metadata the offsets commit needs
+        self.consumer = Consumer(consumer_conf(_client_conf(conf), group))
         self.open = False
         self.records = 0
         self.bytes = 0
@@ -358,7 +357,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             txn.producer.init_transactions(timeout_s)
         except KafkaException as e:
             raise _fail(e, "init_transactions", dest, txn) from None
-        coverage = read_coverage(_client_conf(conf), group, topic, slots[0], timeout_s)
+        coverage = read_coverage(_client_conf(conf), group, topic, slots[0], timeout_s, consumer=txn.consumer)
         mine = coverage.source(src_topic, src_part)
         result.resumed_from = (mine.high() + 1) if mine else None
         window = (cut.from_ts, cut.to_ts)

@@ -80,17 +80,19 @@ def check_group_idle(admin, group: str, timeout_s: float = 30.0) -> None:
 
 
 def read_progress(conf: Mapping[str, Any], group: str, topic: str, partition: int,
-                  timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> tuple[int | None, str | None]:
+                  timeout_s: float = PROGRESS_READ_TIMEOUT_S, consumer: Any = None) -> tuple[int | None, str | None]:
     """The stable committed offset of ``group`` for ``topic``-``partition`` and its metadata, (None, None)
-    if none (:func:`~lakesink.executor.committed.read_committed` with the client config ``conf``: offsets a
-    transaction is still settling are waited for up to ``timeout_s`` seconds)."""
-    return read_committed(conf, group, [(topic, partition)], timeout_s)[(topic, partition)]
+    if none (:func:`~lakesink.executor.committed.read_committed` with the client config ``conf``, or through
+    ``consumer``, a never-subscribing consumer of ``group``: offsets a transaction is still settling are waited for
+    up to ``timeout_s`` seconds)."""
+    return read_committed(conf, group, [(topic, partition)], timeout_s, consumer=consumer)[(topic, partition)]
 
 
 def read_coverage(conf: Mapping[str, Any], group: str, topic: str, partition: int,
-                  timeout_s: float = PROGRESS_READ_TIMEOUT_S) -> Coverage:
-    """What earlier restores recorded in ``group`` for destination ``topic``-``partition`` (stable read)."""
-    return _decode(group, topic, partition, *read_progress(conf, group, topic, partition, timeout_s))
+                  timeout_s: float = PROGRESS_READ_TIMEOUT_S, consumer: Any = None) -> Coverage:
+    """What earlier restores recorded in ``group`` for destination ``topic``-``partition`` (stable read; through
+    ``consumer`` as :func:`read_progress`)."""
+    return _decode(group, topic, partition, *read_progress(conf, group, topic, partition, timeout_s, consumer))
 
 
 def _decode(group: str, topic: str, partition: int, offset: int | None, metadata: str | None) -> Coverage:
