@@ -182,6 +182,26 @@ def test_objects_without_keys_are_refused_naming_one():
         check_keys_stored([obj(0, ["keys"]), obj(10, ["metadata"])])
 
 
+def test_adopted_objects_are_refused_as_adopted_not_as_archived_without_keys():
+    """An object `manifest import` adopted from Aiven's sink has no keys side file (its keys, if any, are in its
+    lines): the refusal says so, rather than blaming store.kafka.keys."""
+    from lakesink.driver.restore import check_keys_stored
+    from lakesink.errors import InvalidArgumentError
+    from lakesink.executor.readback import ArchivedObject
+
+    aiven = ArchivedObject("orders", 0, "orders-0-00000000000000000000.gz", "e", None, 0, 9, 10, format="aiven_jsonl")
+    with pytest.raises(InvalidArgumentError) as e:
+        check_keys_stored([aiven])
+    msg = str(e.value)
+    assert ("1 selected object(s) were adopted from another archiver by `lakesink manifest import` (format "
+            "aiven_jsonl: any keys are inside its own lines") in msg, msg
+    assert "orders-0-00000000000000000000.gz (orders-0@0..9)" in msg and "store.kafka.keys=false" not in msg, msg
+    mine = ArchivedObject("orders", 1, "topics/orders/partition=1/orders+1+0000000000.json", "e", None, 0, 9, 10,
+                          format="json")
+    with pytest.raises(InvalidArgumentError, match=r"archived without a keys side file \(store.kafka.keys=false\)"):
+        check_keys_stored([mine])
+
+
 def test_latest_reads_skip_the_covered_prefix_only():
     from lakesink.driver.restore import latest_reads
     from lakesink.executor.coverage import SourceCoverage
