@@ -322,15 +322,18 @@ def unrestored(objs: list[ArchivedObject], cut: Cut, done: SourceCoverage) -> li
 def check_keys_stored(objects: list[ArchivedObject]) -> None:
     """Refuse a latest-per-key restore of objects archived without their keys (no ``.keys`` side file)."""
     keyless = [o for o in objects if o.side("keys") is None]
+    from lakesink import plugins
     from lakesink.objects.formats import format_kind
 
     adopted = [o for o in keyless if o.format and format_kind(o.format) == "import_format"]
     if adopted:
         o = adopted[0]
+        inside = ("any keys are inside its own lines, and this restore does not read them there"
+                  if plugins.load("import_format", o.format).holds_record_parts else "it holds values only")
         raise InvalidArgumentError(
             f"--latest-per-key reads each record's key from lakesink's keys side files, and {len(adopted)} selected "
-            f"object(s) were adopted from another archiver by `lakesink manifest import` (format {o.format}: any keys "
-            f"are inside its own lines, and this restore does not read them there), e.g. {o.object_key} ({o.topic}-"
+            f"object(s) were adopted from another archiver by `lakesink manifest import` (format {o.format}: "
+            f"{inside}), e.g. {o.object_key} ({o.topic}-"
             f"{o.kafka_partition}@{o.first_offset}..{o.last_offset}): restore them without --latest-per-key, or "
             f"narrow --where to objects lakesink archived with store.kafka.keys=true; nothing was read")
     if keyless:

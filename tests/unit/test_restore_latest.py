@@ -196,6 +196,9 @@ def test_adopted_objects_are_refused_as_adopted_not_as_archived_without_keys():
     assert ("1 selected object(s) were adopted from another archiver by `lakesink manifest import` (format "
             "aiven_jsonl: any keys are inside its own lines") in msg, msg
     assert "orders-0-00000000000000000000.gz (orders-0@0..9)" in msg and "store.kafka.keys=false" not in msg, msg
+    lines = ArchivedObject("orders", 0, "zooz/orders-0-0.gz", "e", None, 0, 9, 10, format="lines")
+    with pytest.raises(InvalidArgumentError, match=r"\(format lines: it holds values only\)"):
+        check_keys_stored([lines])
     mine = ArchivedObject("orders", 1, "topics/orders/partition=1/orders+1+0000000000.json", "e", None, 0, 9, 10,
                           format="json")
     with pytest.raises(InvalidArgumentError, match=r"archived without a keys side file \(store.kafka.keys=false\)"):
