@@ -91,21 +91,14 @@ def _lengths(values: Any) -> Any:
 
 
 def _join(*parts: Any) -> Any:
-    """Element-wise concatenation of large_binary arrays (the last argument of pyarrow's function is the
-    separator: empty here)."""
+    """Element-wise concatenation of large_binary arrays and constant ``bytes`` (the same in every element; at least
+    one part is an array). pyarrow's function takes the separator last: empty here. A constant goes in as a scalar,
+    not as an array of ``n`` copies the kernel would read element by element."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
-
-
-def _const(n: int, byte: bytes) -> Any:
-    """``n`` elements, each the bytes ``byte``."""
-    import numpy as np
-
-    k = len(byte)
-    return _from_offsets(np.arange(0, (n + 1) * k, k, dtype=np.int64) if k else np.zeros(n + 1, np.int64),
-                         np.frombuffer(byte * n, np.uint8) if k and n else np.zeros(0, np.uint8))
+    return pc.binary_join_element_wise(*(pa.scalar(p, pa.large_binary()) if isinstance(p, bytes) else p
+                                         for p in parts), pa.scalar(b"", pa.large_binary()))
 
 
 def avro_bytes_datums(values: Any) -> Any:
@@ -156,9 +149,7 @@ def _per_record(counts: Any, entries: Any, before: bytes | Any, between: bytes, 
     np.cumsum(counts, out=offsets[1:])
     lists = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), entries)
     body = pc.binary_join(lists, pa.scalar(between, pa.large_binary()))
-    n = len(counts)
-    head = _const(n, before) if isinstance(before, bytes) else before
-    return _join(head, body, _const(n, after))
+    return _join(before, body, after)
 
 
 def avro_headers_datums(headers: Any) -> Any | None:
@@ -230,8 +221,7 @@ def _needs_escape(values: Any) -> bool:
 
 
 def _quoted(values: Any) -> Any:
-    n = len(values)
-    return _join(_const(n, b'"'), values, _const(n, b'"'))
+    return _join(b'"', values, b'"')
 
 
 def json_key_lines(keys: Any, base64: bool) -> Any | None:
@@ -268,12 +258,11 @@ def json_header_lines(headers: Any) -> Any | None:
     if _needs_escape(keys) or _needs_escape(values.fill_null(b"")):
         return [compact_json({"headers": [{"key": k, "value": v} for k, v in pairs]})
                 for pairs in header_lists(counts, keys, values)]
-    n = len(keys)
     if values.null_count:
-        value = _join(_const(n, b'"'), values, _const(n, b'"')).fill_null(b"null")
-        entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":'), value, _const(n, b"}"))
+        value = _join(b'"', values, b'"').fill_null(b"null")
+        entries = _join(b'{"key":"', keys, b'","value":', value, b"}")
     else:  # every value a string: quoted in the same pass
-        entries = _join(_const(n, b'{"key":"'), keys, _const(n, b'","value":"'), values, _const(n, b'"}'))
+        entries = _join(b'{"key":"', keys, b'","value":"', values, b'"}')
     return _per_record(counts, entries, b'{"headers":[', b",", b"]}")
 
 
