@@ -187,10 +187,11 @@ class S3Store(ObjectStore):
 
     def head_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo | None]:
         """:meth:`ObjectStore.head_many` from one ListObjectsV2 per directory holding several of ``keys``, from just
-        before its first key until past its last; a HEAD each for a key alone in its directory, for the keys of a
-        directory so crowded between them that the listing would take more than a page per :data:`LIST_PAGE` keys,
-        and where listing fails (no ``s3:ListBucket``). A sink batch of 64 partitions HEADed 256 files before its
-        commit; it lists 64 directories instead."""
+        before its first key until past its last. A HEAD each for a key alone in its directory, where listing fails
+        (no ``s3:ListBucket``), and for the keys a bounded listing does not reach: pages of four entries per key
+        asked for (100 to :data:`LIST_PAGE`), at most ``2 + keys // page``, so a directory crowded between the keys
+        is not listed to its end. A sink batch of 64 partitions HEADed 256 files before its commit; it lists 64
+        directories instead."""
         from collections import defaultdict
         from concurrent.futures import ThreadPoolExecutor
 
@@ -212,10 +213,12 @@ class S3Store(ObjectStore):
         """(what one bounded listing of the sorted ``keys``' directory says of them, the keys it did not reach)."""
         directory = keys[0].rpartition("/")[0]
         prefix = f"{directory}/" if directory else ""
-        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix, "StartAfter": keys[0][:-1], "MaxKeys": LIST_PAGE}
+        # pages sized to the keys asked for: a few keys among many others cost a short page, not 1000 parsed keys
+        page_size = min(LIST_PAGE, max(100, 4 * len(keys)))
+        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix, "StartAfter": keys[0][:-1], "MaxKeys": page_size}
         wanted, found, last = set(keys), {}, ""
         try:
-            for _page in range(2 + len(keys) // LIST_PAGE):
+            for _page in range(2 + len(keys) // page_size):
                 page = self.call("ListObjectsV2", prefix, lambda: self.client.list_objects_v2(**kw))
                 for o in page.get("Contents", []):
                     if o["Key"] in wanted:

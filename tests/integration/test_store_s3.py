@@ -84,23 +84,27 @@ def test_large_object_streams_with_bounded_memory(store):
 
 @contextlib.contextmanager
 def s3_calls(store, *ops, refuse=()):
-    """The S3 calls ``store`` makes in the block, per operation name; an operation of ``refuse`` is answered
+    """The S3 calls ``store`` makes in the block (their request parameters), per operation name; an operation of
+    ``refuse`` is answered
     with AccessDenied (403) before it is sent: the store's client is shared, so the hooks go once the block ends."""
     from botocore.awsrequest import AWSResponse
 
     calls = {op: [] for op in (*ops, *refuse)}
     hooks = []
     for op in calls:
-        def hook(op=op, **_kw):
-            calls[op].append(1)
-            if op in refuse:
+        def record(op=op, params=None, **_kw):  # the call's API parameters, before botocore serialises them
+            calls[op].append(dict(params or {}))
+
+        hooks.append((f"before-parameter-build.s3.{op}", record))
+        if op in refuse:
+            def deny(**_kw):
                 return AWSResponse("http://refused", 403, {}, None), {
                     "Error": {"Code": "AccessDenied", "Message": "Access Denied"},
                     "ResponseMetadata": {"HTTPStatusCode": 403}}
-            return None
 
-        hooks.append((f"before-call.s3.{op}", hook))
-        store.client.meta.events.register(*hooks[-1])
+            hooks.append((f"before-call.s3.{op}", deny))
+    for event, hook in hooks:
+        store.client.meta.events.register(event, hook)
     try:
         yield {op: calls[op] for op in calls}
     finally:
@@ -118,6 +122,10 @@ def test_head_many_lists_each_directory_once_instead_of_a_head_per_key(store):
     assert all(got[k] is not None and got[k].etag == store.head(k).etag for k in d1 + d2)
     assert got["topics/t/partition=0/t+0+0000000005.json"] is None
     assert (len(calls["HeadObject"]), len(calls["ListObjectsV2"])) == (0, 2)
+    # each listing starts just before its directory's first key asked for, in pages sized to the keys (at least 100)
+    assert sorted((c["Prefix"], c["StartAfter"], c["MaxKeys"]) for c in calls["ListObjectsV2"]) == [
+        ("topics/t/partition=0/", "topics/t/partition=0/t+0+0000000000.jso", 100),
+        ("topics/t/partition=1/", "topics/t/partition=1/t+1+0000000000.jso", 100)]
 
 
 def test_head_many_heads_what_a_crowded_directory_listing_would_not_reach(store, monkeypatch):
