@@ -429,7 +429,6 @@ def restore_dict(r: RestoreResult) -> dict:
             "superseded": rep.superseded,
             "tombstones_dropped": rep.tombstones_dropped, "schema_copies": list(rep.schema_copies),
             "groups": list(getattr(rep, "groups", None) or ()),
-            "seconds": round(rep.seconds, 3),
             "seconds": round(rep.seconds, 3), "routing": list(getattr(rep, "routing", None) or ()),
             "partitions": _plain(rep.partitions)}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from lakesink.executor.progress import Counts, counted
 from lakesink.runners import TaskFn, first_column

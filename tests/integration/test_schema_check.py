@@ -7,7 +7,6 @@ import io
 import json
 import subprocess
 import sys
-import uuid
 
 import pytest
 

@@ -9,7 +9,6 @@ import fastavro
 import pytest
 from support.archive_checks import archived_values, base_config, check_chains, manifest_rows, produce
 
-from lakesink.wiring import task_parts
 from lakesink.executor.columnar import CANONICAL
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import PartitionPlan, SinkJob

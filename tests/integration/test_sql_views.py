@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from support.archive_checks import base_config, json_payloads, produce, write_config
 
-from lakesink.cli.main import main
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
 from lakesink.driver.sql import QUERY_NAMES

@@ -2,7 +2,6 @@
 table (delta-rs on a local path)."""
 import datetime as dt
 import io
-import threading
 
 import pyarrow as pa
 import pytest

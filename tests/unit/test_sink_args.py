@@ -2,7 +2,6 @@
 the manifest table is created or any service is contacted."""
 from __future__ import annotations
 
-import os
 
 from lakesink.cli.main import main
 

@@ -24,7 +24,6 @@ so the bytes depend only on the records: the record path and the columnar path w
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import zlib
 from typing import Any, BinaryIO, Iterator, Sequence
