@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakesink import wiring
 from lakesink.errors import ArchiveQueryError, InvalidArgumentError, ManifestError
-from lakesink.manifest.rows import TOMBSTONE_KINDS
+from lakesink.manifest.rows import TOMBSTONE_KINDS, live_objects
 from lakesink.manifest.views import LIVE_OBJECT, LIVE_OBJECTS
 from lakesink.executor.readback import (FIELDS, NO_CUT, ArchivedObject, Cut, RestoredRecord, iter_objects,
                                         read_object, read_records)
@@ -100,7 +100,8 @@ def split_objects(spark: "SparkSession | None", cfg: "SinkConfig", manifest: Any
                   where: str | None = None) -> tuple[list[ArchivedObject], list[ArchivedObject]]:
     """:func:`select_objects`' objects, and the job's objects ``where`` left out, from one read of the manifest
     (the predicate evaluated as a column: NULL counts as not selected). A path manifest (delta-rs) is filtered in
-    DuckDB (no JVM; ``spark`` unused); a catalog manifest by Spark."""
+    DuckDB (no JVM; ``spark`` unused), or without a predicate by :func:`lakesink.manifest.rows.live_objects`; a
+    catalog manifest by Spark."""
     from lakesink.manifest.queries import where_predicate
 
     # checked before the manifest is read: a refused predicate touches nothing
@@ -116,7 +117,11 @@ def _split_in_duckdb(cfg: "SinkConfig", manifest: Any, predicate: str | None,
 
     if not manifest.exists():
         raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
-    chosen = "true" if predicate is None else f"coalesce(({predicate}), false)"
+    if predicate is None:  # nothing to evaluate: the same live-object rule in Python (DuckDB's start and sqlglot's
+        # translation of the manifest's views were a fixed cost of every cold restore and read_archive)
+        rows = manifest.scan(job=cfg.name, columns=["job", *OBJECT_COLUMNS]).to_pylist()
+        return list(iter_objects(live_objects(rows))), []
+    chosen = f"coalesce(({predicate}), false)"
     # live objects only: an expired object (superseded by its tombstone) is gone, not an error
     query = (f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM {LIVE_OBJECTS} "
              f"WHERE {LIVE_OBJECT}")

@@ -89,6 +89,10 @@ def test_expire_dry_run_killed_run_and_rerun(archive, s3, tmp_path):
     assert stored_versions(s3, bucket) == before
     live, _ = split_objects(None, cfg, wiring.manifest(cfg))  # what restore and read_archive would read
     assert sorted((o.kafka_partition, o.first_offset) for o in live) == [(1, 0), (1, 10)]
+    # without a predicate the live-object rule runs in Python, with one in DuckDB's SQL: the very same objects
+    assert split_objects(None, cfg, wiring.manifest(cfg), where="true") == (live, [])
+    assert split_objects(None, cfg, wiring.manifest(cfg), where="kafka_partition = 1 AND first_offset = 10") == (
+        [o for o in live if o.first_offset == 10], [o for o in live if o.first_offset != 10])
 
     rc, out = run_cli(["expire", "--config", path, "--older-than", "400d", "--execute"])
     assert rc == 0, out
