@@ -56,7 +56,6 @@ import functools
 import json
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -263,8 +262,7 @@ def _check_destinations(admin, parts: list[PartitionRestore], timeout_s: float) 
 
 def _check_objects(store, objects: list[ArchivedObject]) -> None:
     expected = {key: etag for o in objects for key, etag, _version in object_files(o)}
-    with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
-        current = dict(zip(expected, pool.map(store.head, expected)))
+    current = store.confirmed_heads(expected)  # S3: a listing per directory, not a HEAD per file
     for key, etag in expected.items():
         info = current[key]
         if info is None:

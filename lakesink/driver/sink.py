@@ -388,10 +388,7 @@ class SinkJob:
         possible; readers verify ETags, so it fails loudly, and versioned buckets keep our version.)
         """
         expected = {key: etag for r in rows for key, etag, _version in object_files(r)}
-        current = self.store.head_many(expected)  # S3: a listing per directory, not a HEAD per file
-        # what a listing says is gone or changed, a HEAD confirms (a store whose listings lag behind writes)
-        doubt = [k for k, info in current.items() if info is None or info.etag != expected[k]]
-        current.update(zip(doubt, map(self.store.head, doubt)))
+        current = self.store.confirmed_heads(expected)  # S3: a listing per directory, not a HEAD per file
         job = self.cfg.name
         for key, etag in expected.items():
             info = current[key]

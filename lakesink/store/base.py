@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, TypeVar
+from typing import Iterable, Iterator, Mapping, TypeVar
 
 from lakesink.errors import ObjectChangedError
 from lakesink.store.settings import StoreSettings
@@ -126,6 +126,16 @@ class ObjectStore(ABC):
         unique = list(dict.fromkeys(keys))
         with ThreadPoolExecutor(max_workers=16) as pool:  # HEADs are latency-bound: overlap them
             return dict(zip(unique, pool.map(self.head, unique)))
+
+    def confirmed_heads(self, expected: Mapping[str, str | None]) -> dict[str, ObjectInfo | None]:
+        """:meth:`head_many` of ``expected``'s keys (key -> the ETag expected, None: any), with every key it shows
+        gone or holding another ETag asked again with :meth:`head`: what a caller refuses or fails on is never a
+        listing that lags behind a write."""
+        current = self.head_many(expected)
+        doubt = [k for k, info in current.items()
+                 if info is None or (expected[k] is not None and info.etag != expected[k])]
+        current.update(zip(doubt, map(self.head, doubt)))
+        return current
 
     @abstractmethod
     def read(self, key: str, etag: str | None = None, version_id: str | None = None,

@@ -23,7 +23,7 @@ from support.archive_checks import base_config, consume, run_cli, write_config
 import lakesink
 from lakesink.config import SinkConfig
 from lakesink.driver.sink import SinkJob
-from lakesink.errors import ArchiveQueryError, ObjectChangedError, RestoreRefusedError
+from lakesink.errors import ArchiveQueryError, ObjectChangedError, RestoreRefusedError, StoreError
 
 FORMATS = ("avro", "json", "bytearray", "parquet", "blockgzip")
 SCHEMA = {"type": "record", "name": "Order", "namespace": "lakesink.test",
@@ -198,6 +198,25 @@ def test_altered_object_is_named_and_nothing_is_produced(spark, kafka, s3):
     copy = f"copy_of_{topic}"
     kafka.create_topic(copy, partitions=2)
     with pytest.raises(ObjectChangedError, match=re.escape(f"{key} was altered after it was archived")):
+        lakesink.restore(spark, cfg, to_topic=copy)
+    assert end_offsets(kafka, copy) == [0, 0]
+
+
+def test_missing_side_file_is_named_and_nothing_is_produced(spark, kafka, s3):
+    """The driver checks every file of the selected objects before producing (one listing per directory on S3): a
+    side file deleted from the store is named, and nothing is produced."""
+    bucket = s3.create_bucket(f"gone-{uuid.uuid4().hex[:10]}")
+    topic = f"src-gone-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions=2)
+    produce_records(kafka, topic, "json")
+    cfg = SinkConfig.from_dict(job_config(kafka, s3, bucket, topic, "json"))  # keys and headers stored
+    SinkJob(spark, cfg).run_batch(flush_tail=True)
+    listed = s3.client().list_objects_v2(Bucket=bucket, Prefix=f"topics/{topic}/partition=0/")["Contents"]
+    key = sorted(o["Key"] for o in listed if ".keys." in o["Key"])[1]
+    s3.client().delete_object(Bucket=bucket, Key=key)
+    copy = f"copy_of_{topic}"
+    kafka.create_topic(copy, partitions=2)
+    with pytest.raises(StoreError, match=re.escape(f"s3://{bucket}/{key} is missing: the manifest records it")):
         lakesink.restore(spark, cfg, to_topic=copy)
     assert end_offsets(kafka, copy) == [0, 0]
 

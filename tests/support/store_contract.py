@@ -252,6 +252,15 @@ class StoreContract:
                                                              "topics/t/partition=9/x.json"]
         assert store.head_many([]) == {}
 
+    def test_confirmed_heads_names_what_is_gone_or_changed(self, store):
+        """Each key with the ETag expected (None: any): what is stored, None where nothing is; the same as head()."""
+        for k in ("d/a.bin", "d/b.bin", "d/c.bin"):
+            store.put_bytes(k, k.encode())
+        a = store.head("d/a.bin").etag
+        got = store.confirmed_heads({"d/a.bin": a, "d/b.bin": "0" * 32, "d/c.bin": None, "d/gone.bin": a})
+        assert got["d/a.bin"].etag == a and got["d/b.bin"].etag == store.head("d/b.bin").etag != "0" * 32
+        assert got["d/c.bin"].size == len(b"d/c.bin") and got["d/gone.bin"] is None
+
     # ------------------------------------------------------------ list, delete
 
     def test_list_by_prefix(self, store):
