@@ -446,6 +446,9 @@ covered_by("F123", "tests/integration/test_erase.py::"
 covered_by("F124", "tests/integration/test_migration.py::"
                    "test_import_refuses_what_cannot_be_adopted_in_one_line")
 
+covered_by("F125", "tests/unit/test_restore_latest.py::"
+                   "test_adopted_objects_are_refused_as_adopted_not_as_archived_without_keys")
+
 # ------------------------------------------------------------------------------------- not failures
 @scenario("F28")
 def huge_record(env: Env) -> Outcome:
