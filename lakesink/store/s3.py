@@ -168,10 +168,11 @@ class S3Store(ObjectStore):
         except PreconditionFailed:
             raise ObjectChangedError(f"{self.uri(key)}: object no longer has the recorded etag {etag}") from None
 
-    def _pages(self, op: str, what: str, prefix: str, token_in: str, token_out: str) -> Iterator[dict]:
-        """Every page of a listing, each page fetched through :meth:`call` (so retried like any request)."""
+    def _pages(self, op: str, what: str, prefix: str, token_in: str, token_out: str, **extra) -> Iterator[dict]:
+        """Every page of a listing (``extra``: more request parameters), each page fetched through :meth:`call` (so
+        retried like any request)."""
         fn = getattr(self.client, op)
-        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix}
+        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix, **extra}
         while True:
             page = self.call(what, prefix, lambda: fn(**kw))
             yield page
@@ -179,11 +180,17 @@ class S3Store(ObjectStore):
                 return
             kw = {**kw, **{k: page[v] for k, v in zip(token_in.split(","), token_out.split(",")) if page.get(v)}}
 
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+    def _object_pages(self, prefix: str, **extra) -> Iterator[tuple[list[ObjectInfo], bool]]:
+        """Per ListObjectsV2 page under ``prefix`` (``extra``: StartAfter, MaxKeys): its objects, and whether more
+        pages follow."""
         for page in self._pages("list_objects_v2", "ListObjectsV2", prefix, "ContinuationToken",
-                                "NextContinuationToken"):
-            for o in page.get("Contents", []):
-                yield ObjectInfo(o["Key"], o["Size"], strip_etag(o["ETag"]), o["LastModified"].timestamp())
+                                "NextContinuationToken", **extra):
+            yield ([ObjectInfo(o["Key"], o["Size"], strip_etag(o["ETag"]), o["LastModified"].timestamp())
+                    for o in page.get("Contents", [])], bool(page.get("IsTruncated")))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        for infos, _more in self._object_pages(prefix):
+            yield from infos
 
     def head_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo | None]:
         """:meth:`ObjectStore.head_many` from one ListObjectsV2 per directory holding several of ``keys``, from just
@@ -212,25 +219,22 @@ class S3Store(ObjectStore):
     def _listed(self, keys: list[str]) -> tuple[dict[str, ObjectInfo | None], list[str]]:
         """(what one bounded listing of the sorted ``keys``' directory says of them, the keys it did not reach)."""
         directory = keys[0].rpartition("/")[0]
-        prefix = f"{directory}/" if directory else ""
         # pages sized to the keys asked for: a few keys among many others cost a short page, not 1000 parsed keys
         page_size = min(LIST_PAGE, max(100, 4 * len(keys)))
-        kw: dict = {"Bucket": self.settings.bucket, "Prefix": prefix, "StartAfter": keys[0][:-1], "MaxKeys": page_size}
         wanted, found, last = set(keys), {}, ""
         try:
-            for _page in range(2 + len(keys) // page_size):
-                page = self.call("ListObjectsV2", prefix, lambda: self.client.list_objects_v2(**kw))
-                for o in page.get("Contents", []):
-                    if o["Key"] in wanted:
-                        found[o["Key"]] = ObjectInfo(o["Key"], o["Size"], strip_etag(o["ETag"]),
-                                                     o["LastModified"].timestamp())
-                    last = max(last, o["Key"])
-                if not page.get("IsTruncated") or last >= keys[-1]:
-                    return {k: found.get(k) for k in keys}, []
-                kw["ContinuationToken"] = page["NextContinuationToken"]
+            pages = self._object_pages(f"{directory}/" if directory else "", StartAfter=keys[0][:-1],
+                                       MaxKeys=page_size)
+            for n, (infos, more) in enumerate(pages, 1):
+                found.update((i.key, i) for i in infos if i.key in wanted)
+                last = max([last, *(i.key for i in infos)])
+                if not more or last >= keys[-1]:  # listed past every key asked for: absent means absent
+                    break
+                if n == 2 + len(keys) // page_size:  # a directory crowded between the keys: HEAD the rest
+                    return found, [k for k in keys if k not in found]
         except StoreError:  # e.g. no s3:ListBucket on this prefix: HEADs need only s3:GetObject
             return {}, keys
-        return found, [k for k in keys if k not in found]
+        return {k: found.get(k) for k in keys}, []
 
     def list_uploads(self, prefix: str = "") -> Iterator[tuple[str, str, float]]:
         """Open multipart uploads: (key, upload id, initiated epoch seconds)."""
