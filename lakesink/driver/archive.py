@@ -106,32 +106,31 @@ def split_objects(spark: "SparkSession | None", cfg: "SinkConfig", manifest: Any
 
     # checked before the manifest is read: a refused predicate touches nothing
     predicate = where_predicate(where) if where is not None and where.strip() else None
-    if hasattr(manifest, "scan"):
-        return _split_in_duckdb(cfg, manifest, predicate, where)
-    return _split_in_spark(spark, cfg, manifest, predicate, where)
+    if not hasattr(manifest, "scan"):
+        return _split_in_spark(spark, cfg, manifest, predicate, where)
+    if not manifest.exists():
+        raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
+    if predicate is None:  # nothing to evaluate: the live-object rule in Python, no DuckDB to start and no views to
+        # translate with sqlglot (a fixed cost of every cold restore and read_archive)
+        rows = manifest.scan(job=cfg.name, columns=["job", *OBJECT_COLUMNS]).to_pylist()
+        return list(iter_objects(live_objects(rows))), []
+    return _split_in_duckdb(cfg, manifest, predicate, where)
 
 
-def _split_in_duckdb(cfg: "SinkConfig", manifest: Any, predicate: str | None,
+def _split_in_duckdb(cfg: "SinkConfig", manifest: Any, predicate: str,
                      where: str | None) -> tuple[list[ArchivedObject], list[ArchivedObject]]:
     from lakesink.manifest.duck import DuckViews
 
-    if not manifest.exists():
-        raise ManifestError(f"no manifest table at {manifest.location}: the job has not committed anything yet")
-    if predicate is None:  # nothing to evaluate: the same live-object rule in Python (DuckDB's start and sqlglot's
-        # translation of the manifest's views were a fixed cost of every cold restore and read_archive)
-        rows = manifest.scan(job=cfg.name, columns=["job", *OBJECT_COLUMNS]).to_pylist()
-        return list(iter_objects(live_objects(rows))), []
     chosen = f"coalesce(({predicate}), false)"
     # live objects only: an expired object (superseded by its tombstone) is gone, not an error
     query = (f"SELECT {', '.join(OBJECT_COLUMNS)}, {chosen} AS lakesink_selected FROM {LIVE_OBJECTS} "
              f"WHERE {LIVE_OBJECT}")
     with DuckViews({"manifest": manifest.scan(job=cfg.name)}) as db:
         try:
-            if predicate is not None:
-                (_name, kind), = db.column_types(f"SELECT ({predicate}) AS p FROM manifest")
-                if kind not in ("BOOLEAN", '"NULL"', "NULL"):
-                    raise ArchiveQueryError(f"--where {where!r}: is a {spark_type_name(kind)}, not a boolean "
-                                            f"expression over the manifest's columns")
+            (_name, kind), = db.column_types(f"SELECT ({predicate}) AS p FROM manifest")
+            if kind not in ("BOOLEAN", '"NULL"', "NULL"):
+                raise ArchiveQueryError(f"--where {where!r}: is a {spark_type_name(kind)}, not a boolean "
+                                        f"expression over the manifest's columns")
             columns, rows, _ = db.query(query)
         except ArchiveQueryError as e:
             if str(e).startswith("--where"):
