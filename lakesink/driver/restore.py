@@ -319,10 +319,10 @@ def unrestored(objs: list[ArchivedObject], cut: Cut, done: SourceCoverage) -> li
 
 def check_keys_stored(objects: list[ArchivedObject]) -> None:
     """Refuse a latest-per-key restore of objects archived without their keys (no ``.keys`` side file)."""
-    keyless = [o for o in objects if o.side("keys") is None]
     from lakesink import plugins
     from lakesink.objects.formats import format_kind
 
+    keyless = [o for o in objects if o.side("keys") is None]
     adopted = [o for o in keyless if o.format and format_kind(o.format) == "import_format"]
     if adopted:
         o = adopted[0]

@@ -211,7 +211,7 @@ class _Txn:
         self.fatal: Any = None  # the error behind librdkafka's "Local: Fatal error" (a fencing, usually)
         self.producer = Producer({**transactional_producer_config(conf, tid), "error_cb": self.on_error})
         # never subscribes: the consumer reads the progress and supplies the group metadata the offsets commit needs
-        self.consumer = Consumer(consumer_conf(_client_conf(conf), group))
+        self.consumer = Consumer(consumer_conf(conf, group))  # drops the producer-only keys itself
         self.open = False
         self.records = 0
         self.bytes = 0
