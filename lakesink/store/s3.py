@@ -18,6 +18,8 @@ T = TypeVar("T")
 LIST_PAGE = 1000
 #: threads of :meth:`S3Store.head_many`: botocore's default connection pool
 POOL_THREADS = 10
+#: directories under one parent that :meth:`S3Store.head_many` lists as one (below it: a listing each)
+PARENT_DIRS = 8
 
 
 _RETRYABLE_CODES = {"RequestTimeout", "SlowDown", "InternalError", "ServiceUnavailable", "Throttling",
@@ -193,12 +195,16 @@ class S3Store(ObjectStore):
             yield from infos
 
     def head_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo | None]:
-        """:meth:`ObjectStore.head_many` from one ListObjectsV2 per directory holding several of ``keys``, from just
-        before its first key until past its last. A HEAD each for a key alone in its directory, where listing fails
-        (no ``s3:ListBucket``), and for the keys a bounded listing does not reach: pages of four entries per key
-        asked for (100 to :data:`LIST_PAGE`), at most ``2 + keys // page``, so a directory crowded between the keys
-        is not listed to its end. A sink batch of 64 partitions HEADed 256 files before its commit; it lists 64
-        directories instead."""
+        """:meth:`ObjectStore.head_many` from bounded listings instead of a HEAD per key. Where
+        :data:`PARENT_DIRS` or more directories under one parent hold keys asked for (a restore's or a sink batch's
+        partition directories), first one listing of the parent from just before its first key; then one listing
+        per directory holding several of the keys that listing did not reach, from just before its first key
+        until past its last; and a HEAD each for a key alone in its directory, where listing fails (no
+        ``s3:ListBucket``), and for the keys a bounded listing does not reach. Pages hold four entries per key
+        asked for (100 to :data:`LIST_PAGE`), at most ``2 + keys // page`` of them for a directory and
+        ``1 + keys // page`` for a parent, so a directory crowded between the keys is not listed to its end. A sink
+        batch of 64 partitions HEADed 256 files before its commit; it lists 64 directories instead, and a
+        restore of a 64-partition archive one parent."""
         from collections import defaultdict
         from concurrent.futures import ThreadPoolExecutor
 
@@ -206,6 +212,17 @@ class S3Store(ObjectStore):
         for key in dict.fromkeys(keys):
             by_dir[key.rpartition("/")[0]].append(key)
         out: dict[str, ObjectInfo | None] = {}
+        by_parent: dict[str, list[str]] = defaultdict(list)
+        for d in by_dir:
+            by_parent[d.rpartition("/")[0]].append(d)
+        for parent, dirs in by_parent.items():
+            if len(dirs) < PARENT_DIRS:
+                continue
+            found, unreached = self._listed(sorted(k for d in dirs for k in by_dir.pop(d)),
+                                            f"{parent}/" if parent else "", slack=1)
+            out.update(found)
+            for key in unreached:
+                by_dir[key.rpartition("/")[0]].append(key)
         heads = [ks[0] for ks in by_dir.values() if len(ks) == 1]
         # no more threads than the client's connection pool (botocore's default 10): a thread past it opens a
         # connection of its own and drops it after the call
@@ -216,22 +233,25 @@ class S3Store(ObjectStore):
             out.update(zip(heads, pool.map(self.head, heads)))
         return out
 
-    def _listed(self, keys: list[str]) -> tuple[dict[str, ObjectInfo | None], list[str]]:
-        """(what one bounded listing of the sorted ``keys``' directory says of them, the keys it did not reach)."""
-        directory = keys[0].rpartition("/")[0]
+    def _listed(self, keys: list[str], prefix: str | None = None,
+                slack: int = 2) -> tuple[dict[str, ObjectInfo | None], list[str]]:
+        """(what one bounded listing of ``prefix`` (default: the sorted ``keys``' directory) says of them, the keys
+        it did not reach); at most ``slack + keys // page`` pages."""
+        if prefix is None:
+            directory = keys[0].rpartition("/")[0]
+            prefix = f"{directory}/" if directory else ""
         # pages sized to the keys asked for: a few keys among many others cost a short page, not 1000 parsed keys
         page_size = min(LIST_PAGE, max(100, 4 * len(keys)))
         wanted, found, last = set(keys), {}, ""
         try:
-            pages = self._object_pages(f"{directory}/" if directory else "", StartAfter=keys[0][:-1],
-                                       MaxKeys=page_size)
+            pages = self._object_pages(prefix, StartAfter=keys[0][:-1], MaxKeys=page_size)
             for n, (infos, more) in enumerate(pages, 1):
                 found.update((i.key, i) for i in infos if i.key in wanted)
                 last = max([last, *(i.key for i in infos)])
                 if not more or last >= keys[-1]:  # listed past every key asked for: absent means absent
                     break
-                if n == 2 + len(keys) // page_size:  # a directory crowded between the keys: HEAD the rest
-                    return found, [k for k in keys if k not in found]
+                if n == slack + len(keys) // page_size:  # crowded between the keys: the rest another way
+                    return {k: found.get(k) for k in keys if k <= last}, [k for k in keys if k > last]
         except StoreError:  # e.g. no s3:ListBucket on this prefix: HEADs need only s3:GetObject
             return {}, keys
         return {k: found.get(k) for k in keys}, []

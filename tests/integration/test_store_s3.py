@@ -128,6 +128,47 @@ def test_head_many_lists_each_directory_once_instead_of_a_head_per_key(store):
         ("topics/t/partition=1/", "topics/t/partition=1/t+1+0000000000.jso", 100)]
 
 
+def test_head_many_lists_a_parent_once_for_many_partition_directories(store):
+    """A restore's objects in PARENT_DIRS or more partition directories: one listing of their parent answers all,
+    absent keys included."""
+    from lakesink.store.s3 import PARENT_DIRS
+
+    dirs = [f"topics/w/partition={p}/" for p in range(PARENT_DIRS + 2)]
+    keys = [f"{d}w+{p}+0000000000{ext}" for p, d in enumerate(dirs) for ext in (".json", ".keys.avro")]
+    for k in keys:
+        store.put_bytes(k, k.encode())
+    gone = f"{dirs[3]}w+3+0000000042.json"
+    with s3_calls(store, "HeadObject", "ListObjectsV2") as calls:
+        got = store.head_many([*keys, gone])
+    assert {k: (v.size, v.etag) for k, v in got.items() if k != gone} == {
+        k: (store.head(k).size, store.head(k).etag) for k in keys}
+    assert got[gone] is None
+    assert (len(calls["HeadObject"]), len(calls["ListObjectsV2"])) == (0, 1)
+    assert calls["ListObjectsV2"][0]["Prefix"] == "topics/w/"
+
+
+def test_head_many_lists_each_directory_when_the_parent_is_crowded(store, monkeypatch):
+    """A sink batch's newest objects behind older ones in every partition directory: the parent's bounded
+    listing reaches the first directories only, the rest are listed directory by directory (never the parent
+    to its end), and every answer agrees with HEAD."""
+    import lakesink.store.s3 as s3mod
+
+    monkeypatch.setattr(s3mod, "PARENT_DIRS", 3)
+    monkeypatch.setattr(s3mod, "LIST_PAGE", 2)
+    old = [f"topics/c/partition={p}/c+{p}+{o:010d}.json" for p in range(4) for o in range(0, 60, 10)]
+    new = [f"topics/c/partition={p}/c+{p}+{o:010d}{ext}" for p in range(4) for o in (90,) for ext in (".json", ".keys.avro")]
+    for k in old + new:
+        store.put_bytes(k, k.encode())
+    asked = [*new, "topics/c/partition=2/c+2+0000000095.json"]
+    with s3_calls(store, "HeadObject", "ListObjectsV2") as calls:
+        got = store.head_many(asked)
+    assert {k: (v.size, v.etag) if v else None for k, v in got.items()} == {
+        k: ((store.head(k).size, store.head(k).etag) if store.head(k) else None) for k in asked}
+    prefixes = [c["Prefix"] for c in calls["ListObjectsV2"]]
+    assert prefixes.count("topics/c/") <= 1 + len(asked) // 2  # the parent's bound: 1 + keys // page pages
+    assert {p for p in prefixes if p != "topics/c/"} <= {f"topics/c/partition={p}/" for p in range(4)}
+
+
 def test_head_many_heads_what_a_crowded_directory_listing_would_not_reach(store, monkeypatch):
     """Objects not asked for between the asked keys: the listing stops after a page per LIST_PAGE keys, and the
     keys past it are HEADed (never a listing as long as the directory)."""
