@@ -15,8 +15,9 @@ produced it checks, in this order, and refuses with one line:
    without recording which (see below);
 6. (not in a dry run) every object and side file still holds the ETag the manifest recorded (one HEAD each).
 
-Then each destination partition is restored by :func:`lakesink.executor.restore.restore_partition` in its own
-Spark task (transactional producer, progress in the same Kafka transaction). A dry run stops after the
+Then each destination partition is restored by :func:`lakesink.executor.restore.restore_partition` (its own
+transactional producer, progress in the same Kafka transaction), several partitions to a task
+(:func:`task_groups`). A dry run stops after the
 manifest-only checks and reports the objects, records and bytes the restore would read
 (:func:`lakesink.executor.restore.dry_run`; Spark evaluates the where clause). The records are exact: an object an
 offset or time cut falls inside is counted from its record-metadata side file (the only file a dry run reads; an
@@ -371,6 +372,32 @@ def run_failure(cause: str, name: str | None) -> RestoreError:
                         f"records already produced are skipped)")
 
 
+#: restore tasks per task slot of the runner (:meth:`~lakesink.runners.TaskRunner.parallelism`): enough that a slot
+#: whose partitions hold more records than planned still ends near the others
+TASKS_PER_SLOT = 4
+#: what a destination partition weighs in :func:`task_groups` besides its bytes (its clients and transactions)
+PARTITION_COST_BYTES = 1 << 20
+
+
+def task_groups(sizes: list[int], parallelism: int) -> list[list[int]]:
+    """The destination partitions of a restore (by index; ``sizes``: the bytes each reads) in at most
+    :data:`TASKS_PER_SLOT` tasks per task slot: the largest first, each to the task with the fewest bytes so far;
+    each task's partitions in index order. A task's partitions share its admin client and progress consumer
+    (:class:`~lakesink.executor.committed.KafkaClients`): at 64 partitions every one started both. How the
+    partitions are grouped never changes what is produced or how a zombie is fenced (each partition keeps its
+    own transactional producer)."""
+    import heapq
+
+    n = min(len(sizes), max(1, TASKS_PER_SLOT * parallelism))
+    loads = [(0, g) for g in range(n)]
+    groups: list[list[int]] = [[] for _ in range(n)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        load, g = heapq.heappop(loads)
+        groups[g].append(i)
+        heapq.heappush(loads, (load + sizes[i] + PARTITION_COST_BYTES, g))
+    return [sorted(g) for g in groups]
+
+
 def plan_partitions(objects: list[ArchivedObject], to_topic: str | None, topic_map: tuple[str, str] | None,
                     cut: Cut, routed: bool = False,
                     count: Any = None) -> list[tuple[PartitionRestore, list[ArchivedObject]]]:
@@ -626,14 +653,16 @@ def restore(spark, config: Any, where: str | None = None, *, to_topic: str | Non
         runner = SparkRunner(session())
     from lakesink.runners.progress import with_total
 
-    try:  # one destination partition per task, tracked like a sink batch (lakesink.runners.progress)
+    try:  # destination partitions in task_groups, tracked like a sink batch (lakesink.runners.progress)
         with runner.track(with_total(on_progress, summarize(to_read, cut).records, "restore"), 0,
                           len(tasks)) as tracking:
             count = tracking.count  # not `tracking` itself in the task's closure: it holds driver state
             if tracking.live_to is not None:  # workers send the records produced so far there
                 options["progress_to"] = tracking.live_to
-            out = runner.run(lambda ids: count(restore_task(ids, tasks, parts, name, producer, cut, options)),
-                             len(tasks), RESTORE_RESULT_DDL, tracking.done)
+            bundles = task_groups([summarize(j.objects).bytes for j in tasks], runner.parallelism())
+            out = runner.run(lambda ids: count(restore_task([j for g in ids for j in bundles[g]], tasks, parts, name,
+                                                            producer, cut, options)),
+                             len(bundles), RESTORE_RESULT_DDL, tracking.done)
     except Exception as e:  # noqa: BLE001 - executor errors arrive wrapped by py4j/PySpark
         from lakesink.driver.sink import executor_error
 

@@ -6,8 +6,9 @@ objects (or the destination partition) those ids name:
 
 - :func:`read_archive_task`: the records of a group of objects, an Arrow batch of :data:`RECORD_COLUMNS` per object
   (:func:`lakesink.executor.readback.read_records`: ETag and record count verified);
-- :func:`restore_task`: one destination partition restored by
-  :func:`lakesink.executor.restore.restore_partition`; one row of JSON (:data:`RESTORE_RESULT_DDL`) per partition.
+- :func:`restore_task`: destination partitions restored by :func:`lakesink.executor.restore.restore_partition`
+  (several per task when the driver groups them, :func:`lakesink.driver.restore.task_groups`); one row of JSON
+  (:data:`RESTORE_RESULT_DDL`) per partition.
 """
 from __future__ import annotations
 
@@ -126,27 +127,35 @@ class PartitionJob:
 def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts", name: str | None,
                  producer_config: dict, cut: Cut, options: dict) -> Iterator["pa.RecordBatch"]:
     """For each id, restore ``jobs[id]`` (:func:`~lakesink.executor.restore.restore_partition`); one JSON row
-    per destination partition: the job's identity and the worker's :class:`RestoreResult` fields."""
+    per destination partition: the job's identity and the worker's :class:`RestoreResult` fields. The task's
+    partitions share one admin client and one progress consumer (:class:`~lakesink.executor.committed.KafkaClients`);
+    each has its own transactional producer."""
     import pyarrow as pa
 
+    from lakesink.executor.committed import KafkaClients
     from lakesink.executor.progress import produced_counts
     from lakesink.executor.restore import restore_partition
 
     reader = ObjectReader(parts)
     options = dict(options)
     progress_to = options.pop("progress_to", None)  # where the driver's display takes live counts (or None)
-    for i in ids:
-        job = jobs[i]
-        fmt = reader.value_format  # each object's own format and codec (the row says which)
-        on_event, live = produced_counts(progress_to, f"{job.topic}-{job.partition}")
-        try:
-            res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt, producer_config,
-                                    keys_format=reader.keys_format, headers_format=reader.headers_format, cut=cut,
-                                    key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name,
-                                    holes=job.holes, on_event=on_event if progress_to is not None else None,
-                                    coarse_events=True, **options)
-        finally:
-            live.close()
-        out = {"id": i, **asdict(res)}
-        out.pop("events", None)
-        yield pa.RecordBatch.from_pydict({"result": [json.dumps(out)]})
+    clients = KafkaClients(producer_config)
+    try:
+        for i in ids:
+            job = jobs[i]
+            fmt = reader.value_format  # each object's own format and codec (the row says which)
+            on_event, live = produced_counts(progress_to, f"{job.topic}-{job.partition}")
+            try:
+                res = restore_partition(name, job.topic, job.partition, job.objects, reader.store, fmt,
+                                        producer_config, keys_format=reader.keys_format,
+                                        headers_format=reader.headers_format, cut=cut,
+                                        key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name,
+                                        holes=job.holes, on_event=on_event if progress_to is not None else None,
+                                        coarse_events=True, clients=clients, **options)
+            finally:
+                live.close()
+            out = {"id": i, **asdict(res)}
+            out.pop("events", None)
+            yield pa.RecordBatch.from_pydict({"result": [json.dumps(out)]})
+    finally:
+        clients.close()

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from lakesink.errors import KafkaMetadataError
 
-__all__ = ["PRODUCER_ONLY", "consumer_conf", "read_committed"]
+__all__ = ["PRODUCER_ONLY", "client_conf", "consumer_conf", "read_committed", "KafkaClients"]
 
 #: librdkafka settings only a producer takes (the admin client and the consumers reading offsets get the rest)
 PRODUCER_ONLY = frozenset({
@@ -36,6 +36,50 @@ _DROP = ("group.instance.id",)
 # errors worth another try until the deadline (librdkafka retries most of them itself within one call)
 _RETRIABLE = ("UNSTABLE_OFFSET_COMMIT", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
               "_TIMED_OUT", "_WAIT_COORD", "_TRANSPORT")
+
+
+def client_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """An admin client's config from a producer's (or any client's): without the producer-only keys."""
+    return {k: v for k, v in conf.items() if k not in PRODUCER_ONLY}
+
+
+class KafkaClients:
+    """An admin client and one never-subscribing consumer per group (:func:`consumer_conf`), made from one client
+    config when first asked for and shared by the work of one task: a restore task's destination partitions
+    each asked for both, and each client costs a few ms of CPU to start and close. :meth:`close` when the task
+    ends."""
+
+    def __init__(self, conf: Mapping[str, Any]):
+        self.conf = client_conf(conf)
+        self._admin: Any = None
+        self._consumers: dict[str, Any] = {}
+
+    def admin(self) -> Any:
+        """The admin client (``confluent_kafka.admin.AdminClient``)."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient(self.conf)
+        return self._admin
+
+    def consumer(self, group: str) -> Any:
+        """The consumer of ``group``: reads its committed offsets and supplies its metadata to transactions."""
+        c = self._consumers.get(group)
+        if c is None:
+            from confluent_kafka import Consumer
+
+            c = self._consumers[group] = Consumer(consumer_conf(self.conf, group))
+        return c
+
+    def close(self) -> None:
+        """Close the consumers (nothing of theirs lives on the broker: they never joined their groups)."""
+        consumers, self._consumers = list(self._consumers.values()), {}
+        for c in consumers:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - nothing to release on the broker
+                pass
+        self._admin = None
 
 
 def consumer_conf(conf: Mapping[str, Any], group: str) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from lakesink.errors import (InvalidArgumentError, RestoreError, RestoreFencedError,
                              RestoreProduceError, RestoreRefusedError, RestoreTimestampError)
 from lakesink.executor.blockcut import BlockCounts
-from lakesink.executor.committed import PRODUCER_ONLY, consumer_conf
+from lakesink.executor.committed import KafkaClients
 from lakesink.executor.coverage import Interval, intersect, merge
 from lakesink.executor.latest import KEEP, TOMBSTONE, LatestPerKey
 from lakesink.executor.readback import (NO_CUT, ArchivedObject, Cut, ProduceColumns, read_key_positions,
@@ -196,22 +196,19 @@ def transactional_producer_config(conf: Mapping[str, Any], tid: str) -> dict[str
     return out
 
 
-def _client_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in conf.items() if k not in PRODUCER_ONLY}
-
-
 class _Txn:
     """The transactional producer of one worker and the bookkeeping of its open transaction."""
 
-    def __init__(self, conf: dict, tid: str, group: str, timeout_s: float):
-        from confluent_kafka import Consumer, Producer
+    def __init__(self, conf: dict, tid: str, consumer: Any, timeout_s: float):
+        from confluent_kafka import Producer
 
         self.timeout_s = timeout_s
         self.errors: list[Any] = []
         self.fatal: Any = None  # the error behind librdkafka's "Local: Fatal error" (a fencing, usually)
         self.producer = Producer({**transactional_producer_config(conf, tid), "error_cb": self.on_error})
-        # never subscribes: the consumer reads the progress and supplies the group metadata the offsets commit needs
-        self.consumer = Consumer(consumer_conf(conf, group))  # drops the producer-only keys itself
+        # the progress group's, never subscribing (KafkaClients): reads the progress and supplies the group
+        # metadata the offsets commit needs
+        self.consumer = consumer
         self.open = False
         self.records = 0
         self.bytes = 0
@@ -236,12 +233,6 @@ class _Txn:
                 self.producer.abort_transaction(self.timeout_s)
             except Exception as e:  # noqa: BLE001 - already failing; the broker aborts it on timeout / fencing
                 log.warning("abort_transaction failed: %s", e)
-
-    def close(self) -> None:
-        try:
-            self.consumer.close()
-        except Exception:  # noqa: BLE001 - nothing to release on the broker
-            pass
 
 
 def _fail(e: BaseException, what: str, dest: str, txn: "_Txn | None" = None) -> RestoreError:
@@ -271,7 +262,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
                       routers: Mapping[str, Any] | None = None, groups: Any = None, max_rate: float | None = None,
                       on_event: Callable[[str, dict], None] | None = None,
-                      coarse_events: bool = False) -> RestoreResult:
+                      coarse_events: bool = False, clients: KafkaClients | None = None) -> RestoreResult:
     """Produce the records of ``objects`` (one source partition, any order) into ``topic``-``partition`` in
     source-offset order, exactly once: a record that any earlier restore into this destination already produced
     (the :class:`~lakesink.executor.coverage.Coverage` in progress group :func:`progress_group` of ``name``) is
@@ -295,11 +286,13 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     partition in the transactions that produce their records (:mod:`lakesink.executor.groups`; routed: on every
     partition the router reaches, each at its own first record the group had not consumed).
     ``max_rate``: at most this many records a second (:class:`~lakesink.executor.throttle.Throttle`; None: no limit).
+    ``clients``: the admin client and progress consumer to use (:class:`~lakesink.executor.committed.KafkaClients`,
+    shared by the partitions of one task and closed by its owner); None: this call's own. The transactional
+    producer is always this call's: its id is the destination partition's.
 
     Raises RestoreGroupActiveError, RestoreFencedError, RestoreTimestampError, RestoreProduceError (all
     RestoreError), or the reader's ArchiveReadError / StoreError; the open transaction is aborted first."""
     from confluent_kafka import KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient
 
     if records_per_txn < 1 or bytes_per_txn < 1:
         raise InvalidArgumentError("records_per_txn and bytes_per_txn must be >= 1")
@@ -328,7 +321,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     conf = dict(producer_config)
     if groups is not None:  # group offsets come from delivery reports
         conf["delivery.report.only.error"] = False
-    admin = AdminClient(_client_conf(conf))
+    shared = KafkaClients(conf) if clients is None else clients  # own clients are closed at the end
+    admin = shared.admin()
     check_group_idle(admin, group, timeout_s)
     meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if router is not None and meta is not None and meta.error is None and len(meta.partitions) != router.num_partitions:
@@ -342,7 +336,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     emit = on_event or (lambda point, info: None)
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
-    txn = _Txn(conf, tid, group, timeout_s)
+    txn = _Txn(conf, tid, shared.consumer(group), timeout_s)
     throttle = Throttle(max_rate) if max_rate is not None else None
     if max_rate is not None:
         records_per_txn = paced_records_per_txn(records_per_txn, max_rate)
@@ -350,14 +344,14 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     hook = None
     try:
         if groups is not None:  # one committer per destination partition this worker produces into
-            hook = groups.committers(src_topic, src_part, topic, slots, _client_conf(conf), admin, timeout_s)
+            hook = groups.committers(src_topic, src_part, topic, slots, shared.conf, admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
             # committed), so the progress read next is the last that committed
             txn.producer.init_transactions(timeout_s)
         except KafkaException as e:
             raise _fail(e, "init_transactions", dest, txn) from None
-        coverage = read_coverage(_client_conf(conf), group, topic, slots[0], timeout_s, consumer=txn.consumer)
+        coverage = read_coverage(shared.conf, group, topic, slots[0], timeout_s, consumer=txn.consumer)
         mine = coverage.source(src_topic, src_part)
         result.resumed_from = (mine.high() + 1) if mine else None
         window = (cut.from_ts, cut.to_ts)
@@ -551,7 +545,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
         result.blocks_read, result.blocks_skipped = blocks.read, blocks.skipped
         if txn.open:
             txn.abort()
-        txn.close()
+        if clients is None:
+            shared.close()
         if hook is not None:
             hook.close()
             result.groups = hook.report()

@@ -294,3 +294,53 @@ def test_a_timestamp_the_broker_refuses_fails_with_one_line_and_nothing_visible(
     assert "\n" not in str(e.value)
     assert consume(kafka, topic) == []
     assert read_progress({"bootstrap.servers": kafka.bootstrap_servers}, progress_group(name), topic, 0)[0] is None
+
+
+def test_a_task_restores_several_partitions_with_one_admin_client_and_one_progress_consumer(kafka, tmp_path,
+                                                                                            monkeypatch):
+    """``restore_task`` given three destination partitions (the driver's task_groups): each gets every record
+    once, through its own transactional producer (its own transactional.id: the fence), while the admin client
+    and the progress group's consumer are made once for the task and closed at its end. Real clients on the
+    real broker, only counted."""
+    import confluent_kafka
+    import confluent_kafka.admin
+
+    from lakesink.executor.archive_tasks import PartitionJob, restore_task
+    from lakesink.executor.readback import NO_CUT
+
+    records = expected_records(int(time.time() * 1000))
+    cfg, rows = archive(tmp_path, records)
+    topic, name = create_topic(kafka, partitions=3), f"r-{uuid.uuid4().hex[:6]}"
+    objs = tuple(ArchivedObject.from_row(r) for r in rows)
+    jobs = [PartitionJob("src", SOURCE_PARTITION, topic, p, objs) for p in range(3)]
+    made: dict[str, list] = {"Consumer": [], "AdminClient": [], "Producer": []}
+
+    def counting(module, cls_name):
+        base = getattr(module, cls_name)
+
+        def make(*a, **kw):
+            made[cls_name].append(base(*a, **kw))
+            return made[cls_name][-1]
+
+        monkeypatch.setattr(module, cls_name, make)
+
+    counting(confluent_kafka, "Consumer")
+    counting(confluent_kafka, "Producer")
+    admin_init = confluent_kafka.admin.AdminClient.__init__
+
+    def counted_admin(self, *a, **kw):  # (AdminClient's __init__ names its class through its module)
+        admin_init(self, *a, **kw)
+        made["AdminClient"].append(self)
+
+    monkeypatch.setattr(confluent_kafka.admin.AdminClient, "__init__", counted_admin)
+    out = [json.loads(b.column(0)[0].as_py()) for b in restore_task(
+        [0, 1, 2], jobs, task_parts(cfg), name, {"bootstrap.servers": kafka.bootstrap_servers}, NO_CUT,
+        {"timeout_s": 30.0, "again": False})]
+    assert [(r["id"], r["produced"]) for r in out] == [(0, N), (1, N), (2, N)]
+    assert [len(made[k]) for k in ("AdminClient", "Consumer", "Producer")] == [1, 1, 3]
+    with pytest.raises(RuntimeError):  # closed when the task ended
+        made["Consumer"][0].committed([confluent_kafka.TopicPartition(topic, 0)], timeout=1)
+    for p in range(3):
+        assert consume(kafka, topic, p) == wanted(records)
+        progress, _meta = read_progress({"bootstrap.servers": kafka.bootstrap_servers}, progress_group(name), topic, p)
+        assert progress == records[-1][0] + 1

@@ -80,3 +80,21 @@ def test_restore_producers_get_no_consumer_properties():
         p.poll(0.2)
         p.flush(0)
         assert any("isolation.level" in line for line in handler.lines) is warned, handler.lines
+
+
+def test_task_groups_bundle_partitions_by_bytes_for_the_task_slots():
+    from lakesink.driver.restore import PARTITION_COST_BYTES, TASKS_PER_SLOT, task_groups
+
+    # 64 equal partitions on 2 slots: 8 tasks of 8, every partition once, each task's in index order
+    groups = task_groups([10 << 20] * 64, 2)
+    assert len(groups) == 2 * TASKS_PER_SLOT and sorted(i for g in groups for i in g) == list(range(64))
+    assert {len(g) for g in groups} == {8} and all(g == sorted(g) for g in groups)
+    # fewer partitions than tasks: one each (as before bundling); no partitions: no task
+    assert task_groups([5, 1, 3], 4) == [[0], [2], [1]]
+    assert task_groups([], 4) == []
+    # unequal sizes: the largest first, each to the lightest task, so the bytes per task stay close
+    sizes = [100 << 20, 60 << 20, 50 << 20, 40 << 20, 10 << 20, 0]
+    groups = task_groups(sizes, 1)
+    assert len(groups) == 4 and sorted(i for g in groups for i in g) == list(range(6))
+    loads = sorted(sum(sizes[i] + PARTITION_COST_BYTES for i in g) for g in groups)
+    assert groups[0] == [0] and loads[-1] == 100 * 2**20 + PARTITION_COST_BYTES
