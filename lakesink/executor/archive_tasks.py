@@ -129,20 +129,30 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
     """For each id, restore ``jobs[id]`` (:func:`~lakesink.executor.restore.restore_partition`); one JSON row
     per destination partition: the job's identity and the worker's :class:`RestoreResult` fields. The task's
     partitions share one admin client and one progress consumer (:class:`~lakesink.executor.committed.KafkaClients`);
-    each has its own transactional producer."""
+    each has its own transactional producer, started while the partition before it is restored
+    (:class:`~lakesink.executor.restore.ProducerStarts`; a plain restore)."""
     import pyarrow as pa
 
     from lakesink.executor.committed import KafkaClients
     from lakesink.executor.progress import produced_counts
-    from lakesink.executor.restore import restore_partition
+    from lakesink.executor.restore import ProducerStarts, progress_group, restore_partition, transactional_id
 
     reader = ObjectReader(parts)
     options = dict(options)
     progress_to = options.pop("progress_to", None)  # where the driver's display takes live counts (or None)
     clients = KafkaClients(producer_config)
+    # the next partition's producer starts while this one is restored (a plain restore: one producer per destination
+    # partition, the config as given)
+    starts = ProducerStarts(float(options.get("timeout_s", 60.0)))
+    ahead = not any(options.get(k) for k in ("routers", "groups"))
+    ids = list(ids)
     try:
-        for i in ids:
+        for n, i in enumerate(ids):
             job = jobs[i]
+            if ahead and n + 1 < len(ids):
+                nxt = jobs[ids[n + 1]]
+                starts.start(dict(producer_config), transactional_id(name, nxt.topic, nxt.partition),
+                             clients.consumer(progress_group(name)))
             fmt = reader.value_format  # each object's own format and codec (the row says which)
             on_event, live = produced_counts(progress_to, f"{job.topic}-{job.partition}")
             try:
@@ -151,11 +161,12 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
                                         headers_format=reader.headers_format, cut=cut,
                                         key_decoder=parts.key_decoder.name, value_decoder=parts.value_decoder.name,
                                         holes=job.holes, on_event=on_event if progress_to is not None else None,
-                                        coarse_events=True, clients=clients, **options)
+                                        coarse_events=True, clients=clients, starts=starts, **options)
             finally:
                 live.close()
             out = {"id": i, **asdict(res)}
             out.pop("events", None)
             yield pa.RecordBatch.from_pydict({"result": [json.dumps(out)]})
     finally:
+        starts.close()
         clients.close()

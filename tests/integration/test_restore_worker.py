@@ -300,8 +300,9 @@ def test_a_task_restores_several_partitions_with_one_admin_client_and_one_progre
                                                                                             monkeypatch):
     """``restore_task`` given three destination partitions (the driver's task_groups): each gets every record
     once, through its own transactional producer (its own transactional.id: the fence), while the admin client
-    and the progress group's consumer are made once for the task and closed at its end. Real clients on the
-    real broker, only counted."""
+    and the progress group's consumer are made once for the task and closed at its end; the next partition's
+    producer runs its init_transactions while the partition before it is restored (ProducerStarts), and the
+    partition's progress is read only after it. Real clients on the real broker, only counted and logged."""
     import confluent_kafka
     import confluent_kafka.admin
 
@@ -314,13 +315,34 @@ def test_a_task_restores_several_partitions_with_one_admin_client_and_one_progre
     objs = tuple(ArchivedObject.from_row(r) for r in rows)
     jobs = [PartitionJob("src", SOURCE_PARTITION, topic, p, objs) for p in range(3)]
     made: dict[str, list] = {"Consumer": [], "AdminClient": [], "Producer": []}
+    calls: list[tuple[int, str, str]] = []
+
+    class Logged:
+        def __init__(self, real, partition: int):
+            self._real, self._partition = real, partition
+
+        def __getattr__(self, attr):
+            method = getattr(self._real, attr)
+            if attr not in ("init_transactions", "commit_transaction"):
+                return method
+
+            def logged(*a, **kw):
+                calls.append((self._partition, attr, "start"))
+                try:
+                    return method(*a, **kw)
+                finally:
+                    calls.append((self._partition, attr, "end"))
+            return logged
 
     def counting(module, cls_name):
         base = getattr(module, cls_name)
 
         def make(*a, **kw):
-            made[cls_name].append(base(*a, **kw))
-            return made[cls_name][-1]
+            client = base(*a, **kw)
+            if cls_name == "Producer":  # init and commit calls logged in order, by destination partition
+                client = Logged(client, int(a[0]["transactional.id"].rsplit("-", 1)[1]))
+            made[cls_name].append(client)
+            return client
 
         monkeypatch.setattr(module, cls_name, make)
 
@@ -338,6 +360,11 @@ def test_a_task_restores_several_partitions_with_one_admin_client_and_one_progre
         {"timeout_s": 30.0, "again": False})]
     assert [(r["id"], r["produced"]) for r in out] == [(0, N), (1, N), (2, N)]
     assert [len(made[k]) for k in ("AdminClient", "Consumer", "Producer")] == [1, 1, 3]
+    for p in (1, 2):  # started while the partition before it was restored: before that one's last commit ended
+        last_commit = max(i for i, c in enumerate(calls) if c == (p - 1, "commit_transaction", "end"))
+        assert calls.index((p, "init_transactions", "start")) < last_commit, calls
+        # and each partition's first commit after its own init_transactions returned
+        assert calls.index((p, "init_transactions", "end")) < calls.index((p, "commit_transaction", "start"))
     with pytest.raises(RuntimeError):  # closed when the task ended
         made["Consumer"][0].committed([confluent_kafka.TopicPartition(topic, 0)], timeout=1)
     for p in range(3):
