@@ -13,7 +13,8 @@ produced it checks, in this order, and refuses with one line:
 4. (not in a dry run) members in the restore's progress group (``lakesink-restore``, see below);
 5. (not in a dry run, unless ``again``) a selection that could duplicate records an earlier restore produced
    without recording which (see below);
-6. (not in a dry run) every object and side file still holds the ETag the manifest recorded (one HEAD each).
+6. (not in a dry run) every object and side file still holds the ETag the manifest recorded (bounded listings,
+   :meth:`~lakesink.store.base.ObjectStore.confirmed_heads`; a HEAD each where listing is refused).
 
 Then each destination partition is restored by :func:`lakesink.executor.restore.restore_partition` (its own
 transactional producer, progress in the same Kafka transaction), several partitions to a task
@@ -383,9 +384,10 @@ def task_groups(sizes: list[int], parallelism: int) -> list[list[int]]:
     """The destination partitions of a restore (by index; ``sizes``: the bytes each reads) in at most
     :data:`TASKS_PER_SLOT` tasks per task slot: the largest first, each to the task with the fewest bytes so far;
     each task's partitions in index order. A task's partitions share its admin client and progress consumer
-    (:class:`~lakesink.executor.committed.KafkaClients`): at 64 partitions every one started both. How the
-    partitions are grouped never changes what is produced or how a zombie is fenced (each partition keeps its
-    own transactional producer)."""
+    (:class:`~lakesink.executor.committed.KafkaClients`: at 64 partitions every one started both), and each
+    partition's producer starts while the one before it is restored
+    (:class:`~lakesink.executor.restore.ProducerStarts`). How the partitions are grouped never changes what is
+    produced or how a zombie is fenced (each partition keeps its own transactional producer and id)."""
     import heapq
 
     n = min(len(sizes), max(1, TASKS_PER_SLOT * parallelism))

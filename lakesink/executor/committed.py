@@ -46,8 +46,8 @@ def client_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
 class KafkaClients:
     """An admin client and one never-subscribing consumer per group (:func:`consumer_conf`), made from one client
     config when first asked for and shared by the work of one task: a restore task's destination partitions
-    each asked for both, and each client costs a few ms of CPU to start and close. :meth:`close` when the task
-    ends."""
+    each asked for both, and every client costs CPU to start (threads, connections, metadata) and to close.
+    :meth:`close` when the task ends."""
 
     def __init__(self, conf: Mapping[str, Any]):
         self.conf = client_conf(conf)

@@ -240,8 +240,8 @@ class _Txn:
 class ProducerStarts:
     """Transactional producers started ahead, for a task that restores several destination partitions: while the
     task restores one partition, :meth:`start` creates the next one's producer and runs its ``init_transactions``
-    on a thread (a call that mostly waits for the transaction coordinator: ~0.07 s on an idle broker here, ~0.3 s
-    under a restore's load), and :func:`restore_partition` takes it instead of starting its own. Each partition
+    on a thread (a call that mostly waits for the transaction coordinator, longer the busier the broker is), and
+    :func:`restore_partition` takes it instead of starting its own. Each partition
     still has its own producer and transactional id, and its ``init_transactions`` still completes before its
     progress is read: only the waiting overlaps. :meth:`close` when the task ends (a started producer nobody
     took is dropped: its ``init_transactions`` produced nothing)."""
