@@ -85,7 +85,7 @@ class KafkaClients:
 def consumer_conf(conf: Mapping[str, Any], group: str) -> dict[str, Any]:
     """A never-subscribing consumer's config for reading ``group``'s offsets from a client config ``conf`` (an
     admin's or a producer's: the producer-only keys are dropped, librdkafka would warn about each)."""
-    out = {k: v for k, v in conf.items() if k not in PRODUCER_ONLY and k not in _DROP}
+    out = {k: v for k, v in client_conf(conf).items() if k not in _DROP}
     out.update(_READER)
     out["group.id"] = group
     return out

@@ -214,6 +214,33 @@ class _Txn:
         self.open = False
         self.records = 0
         self.bytes = 0
+        self._init: threading.Thread | None = None  # init_transactions started ahead (start_init)
+        self._init_error: BaseException | None = None
+
+    def start_init(self) -> None:
+        """Run ``init_transactions`` on a thread; :meth:`init` waits for it."""
+        def run() -> None:
+            try:
+                self.producer.init_transactions(self.timeout_s)
+            except BaseException as e:  # noqa: BLE001 - raised by init(), in the partition that takes the producer
+                self._init_error = e
+
+        self._init = threading.Thread(target=run, name="lakesink-restore-init", daemon=True)
+        self._init.start()
+
+    def init(self) -> None:
+        """``init_transactions``, or the end of the one :meth:`start_init` started (raising what it raised)."""
+        if self._init is None:
+            self.producer.init_transactions(self.timeout_s)
+            return
+        self.settle()
+        if self._init_error is not None:
+            raise self._init_error
+
+    def settle(self, timeout_s: float | None = None) -> None:
+        """Wait for an ``init_transactions`` started ahead to return (at most ``timeout_s``; None: until it does)."""
+        if self._init is not None:
+            self._init.join(timeout_s)
 
     def on_error(self, err) -> None:
         if err.fatal():
@@ -240,48 +267,31 @@ class _Txn:
 class ProducerStarts:
     """Transactional producers started ahead, for a task that restores several destination partitions: while the
     task restores one partition, :meth:`start` creates the next one's producer and runs its ``init_transactions``
-    on a thread (a call that mostly waits for the transaction coordinator, longer the busier the broker is), and
-    :func:`restore_partition` takes it instead of starting its own. Each partition
+    on a thread (:meth:`_Txn.start_init`: a call that mostly waits for the transaction coordinator, longer the
+    busier the broker is), and :func:`restore_partition` takes it instead of starting its own. Each partition
     still has its own producer and transactional id, and its ``init_transactions`` still completes before its
-    progress is read: only the waiting overlaps. :meth:`close` when the task ends (a started producer nobody
-    took is dropped: its ``init_transactions`` produced nothing)."""
+    progress is read (:meth:`_Txn.init`): only the waiting overlaps. :meth:`close` when the task ends (a started
+    producer nobody took is dropped: its ``init_transactions`` produced nothing)."""
 
     def __init__(self, timeout_s: float):
         self.timeout_s = timeout_s
-        self._started: dict[str, tuple[threading.Thread, dict]] = {}
+        self._started: dict[str, _Txn] = {}
 
     def start(self, conf: dict, tid: str, consumer: Any) -> None:
         """Start the producer of ``tid`` (``conf``: the client config as :func:`restore_partition` gets it)."""
-        if tid in self._started:
-            return
-        box: dict[str, Any] = {}
+        if tid not in self._started:
+            self._started[tid] = _Txn(conf, tid, consumer, self.timeout_s)
+            self._started[tid].start_init()
 
-        def run() -> None:
-            try:
-                box["txn"] = _Txn(conf, tid, consumer, self.timeout_s)
-                box["txn"].producer.init_transactions(self.timeout_s)
-            except BaseException as e:  # noqa: BLE001 - handed to the partition that takes it
-                box["error"] = e
-
-        thread = threading.Thread(target=run, name="lakesink-restore-init", daemon=True)
-        thread.start()
-        self._started[tid] = (thread, box)
-
-    def take(self, tid: str) -> "tuple[_Txn | None, BaseException | None]":
-        """The started producer of ``tid`` once its ``init_transactions`` returned, and what it raised (None,
-        None: none was started)."""
-        started = self._started.pop(tid, None)
-        if started is None:
-            return None, None
-        thread, box = started
-        thread.join()
-        return box.get("txn"), box.get("error")
+    def take(self, tid: str) -> "_Txn | None":
+        """The started producer of ``tid`` (None: none was started)."""
+        return self._started.pop(tid, None)
 
     def close(self) -> None:
         """Drop the producers nobody took (waiting at most ``timeout_s`` for each start to return)."""
         started, self._started = list(self._started.values()), {}
-        for thread, _box in started:
-            thread.join(self.timeout_s)
+        for txn in started:
+            txn.settle(self.timeout_s)
 
 
 def _fail(e: BaseException, what: str, dest: str, txn: "_Txn | None" = None) -> RestoreError:
@@ -387,8 +397,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
     emit = on_event or (lambda point, info: None)
     new_value = schema_ids.rewriter("value") if schema_ids is not None else None
     new_key = schema_ids.rewriter("key") if schema_ids is not None else None
-    txn, started_error = starts.take(tid) if starts is not None else (None, None)
-    started = txn is not None or started_error is not None
+    txn = starts.take(tid) if starts is not None else None
     if txn is None:
         txn = _Txn(conf, tid, shared.consumer(group), timeout_s)
     throttle = Throttle(max_rate) if max_rate is not None else None
@@ -401,11 +410,8 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
             hook = groups.committers(src_topic, src_part, topic, slots, shared.conf, admin, timeout_s)
         try:
             # fences any older producer of this id and aborts its open transaction (or completes one being
-            # committed), so the progress read next is the last that committed (a started producer's returned)
-            if started_error is not None:
-                raise started_error
-            if not started:
-                txn.producer.init_transactions(timeout_s)
+            # committed), so the progress read next is the last that committed (one started ahead: it has returned)
+            txn.init()
         except KafkaException as e:
             raise _fail(e, "init_transactions", dest, txn) from None
         coverage = read_coverage(shared.conf, group, topic, slots[0], timeout_s, consumer=txn.consumer)
