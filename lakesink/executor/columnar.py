@@ -31,7 +31,7 @@ and each format takes whole runs of payloads (``FormatWriter.write_payloads``):
   (:mod:`lakesink.schemas.avro_arrow`), as strict as the record path's decode;
 * ``json``  — ``value.decoder=json``, format json: each value parsed; one already in the form the
   writer would re-encode it to is copied, the others re-encoded by the record path's own calls
-  (:func:`lakesink.objects.formats.json.value_lines`), without building records.
+  (:func:`lakesink.objects.formats.json.value_column`), without building records.
 
 The keys and headers side files take the batch's ``key`` and ``headers`` columns, encoded a column at a time by
 their formats (``Format.key_payloads`` / ``Format.header_payloads``, :mod:`lakesink.objects.formats.side_columns`).
@@ -244,10 +244,10 @@ class ColumnarPlan:
 
             # Spark's Arrow types (large strings, 'element' list children); the writer casts to the file's
             return pa.Table.from_struct_array(decoded), decoder.fixed_schema
-        from lakesink.objects.formats.json import value_lines
+        from lakesink.objects.formats.json import value_column
 
-        try:  # canonical values copied, others re-encoded; invalid JSON or a null to the record path
-            return value_lines(values.to_pylist()), None
+        try:  # canonical values copied (the column as it is), others re-encoded; bad JSON or a null: record path
+            return value_column(values), None
         except (TypeError, ValueError, OverflowError, RecursionError):
             return None
 

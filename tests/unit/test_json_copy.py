@@ -6,10 +6,11 @@ import io
 import json
 import random
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lakesink.objects.formats.json import JsonFormat, compact_json, is_canonical, value_lines
+from lakesink.objects.formats.json import JsonFormat, compact_json, is_canonical, value_column, value_lines
 
 
 def reencoded(raw: bytes) -> str:
@@ -118,6 +119,40 @@ def test_writer_objects_identical_whichever_path():
     assert a.getvalue().count(b"\n") == len(raws)
 
 
+@pytest.mark.parametrize("buffer_size", [64, 1 << 20])
+def test_a_canonical_column_is_written_as_the_column_itself(buffer_size):
+    """value_column hands the writer the Arrow column itself when every value is copied through (no str per line),
+    and the object is byte for byte the record path's, pushed at the same points; a column with a value to
+    re-encode comes back as lines."""
+    from lakesink.objects.records import SinkRecord
+
+    fast = [raw for raw in COPIED if b"12345678901234567890123" not in raw] * 3
+    column = pa.array(fast, pa.binary())
+    assert value_column(column) is column
+    mixed = pa.array(fast + REENCODED, pa.binary())
+    assert value_column(mixed) == [reencoded(r) for r in fast + REENCODED]
+    def pushed(w):
+        pushes, target = [], w._gz or w._sink  # what the writer pushes its text to  # noqa: SLF001
+        write = target.write
+        target.write = lambda data: (pushes.append(len(data)), write(data))[1]
+        return pushes
+
+    for raws, payloads in ((fast, column), (fast + REENCODED, value_column(mixed))):
+        a, b = io.BytesIO(), io.BytesIO()
+        w = JsonFormat(buffer_size=buffer_size).open_writer(a)
+        pa_pushes = pushed(w)
+        w.write_payloads(payloads)
+        w.close()
+        w = JsonFormat(buffer_size=buffer_size).open_writer(b)
+        rec_pushes = pushed(w)
+        for i, raw in enumerate(raws):
+            w.write(SinkRecord(topic="t", partition=0, offset=i, timestamp=0, key=None,
+                               value=json.loads(raw), headers=()))
+        w.close()
+        assert pa_pushes == rec_pushes and len(pa_pushes) > (1 if buffer_size == 64 else 0)
+        assert a.getvalue() == b.getvalue() == b"".join(reencoded(r).encode() + b"\n" for r in raws)
+
+
 def test_every_double_bit_pattern_and_big_ints_byte_identical():
     """orjson writes |x| < 1e-4 differently from repr (0.0000… / e-N): those, and integers beyond 64 bits (which
     orjson reads as floats), must never be copied on orjson's word."""
@@ -177,7 +212,13 @@ def test_a_column_whose_join_misleads_is_still_decided_per_value(raws):
     assert lines == [reencoded(r) for r in raws]
     import orjson
 
-    assert jf._copied(raws, [orjson.loads(r) for r in raws]) is None  # noqa: SLF001
+    assert jf._all_copied(raws, [orjson.loads(r) for r in raws]) is False  # noqa: SLF001
+    column = pa.array(raws, pa.binary())
+    try:
+        got = value_column(column)
+    except ValueError:
+        return
+    assert got is not column and got == lines
 
 
 def test_canonical_column_is_decided_at_once(monkeypatch):

@@ -229,11 +229,26 @@ from orjson import loads as _orjson_loads  # noqa: E402
 _ORJSON_E = re.compile(rb"e-[0-9](?![0-9])(?<=[0-9]e-[0-9])").search
 
 
-def value_lines(raws: Sequence[bytes]) -> list[str]:
+def value_column(values: Any) -> Any:
+    """:func:`value_lines` of a pyarrow binary column without nulls (the columnar path): the column itself when
+    every value is copied through -- :meth:`JsonWriter.write_payloads` writes it as it stands, with no str per
+    line --, else the list of lines."""
+    raws = values.to_pylist()
+    try:
+        parsed = list(map(_orjson_loads, raws))
+    except (ValueError, TypeError):  # some value orjson cannot read: value_lines decides each one
+        return value_lines(raws)
+    if _all_copied(raws, parsed):
+        return values
+    return value_lines(raws, parsed)
+
+
+def value_lines(raws: Sequence[bytes], parsed: list | None = None) -> list[str]:
     """The line :class:`JsonWriter` writes (VALUE view, BASE64 decimals) for each raw JSON value:
     the value's own text when it is already canonical (copy-through), else ``compact_json`` of its
     parse. Raises ValueError (or TypeError) for a value that is not UTF-8 JSON, is JSON ``null``,
-    or cannot be written (NaN/Infinity), so the caller hands the batch to the record path.
+    or cannot be written (NaN/Infinity), so the caller hands the batch to the record path. ``parsed``: orjson's
+    parse of every raw value, when the caller has it.
 
     A value is canonical when orjson's serialisation of its parse is the value itself and holds no number form
     where orjson and :data:`compact_json` differ (``0.0000`` or :data:`_ORJSON_E`): then ``compact_json`` of the parse
@@ -241,15 +256,20 @@ def value_lines(raws: Sequence[bytes]) -> list[str]:
     orjson reads as floats --, those number forms) takes the json-module path: the :data:`_CANONICAL` token
     check, else parse and re-encode.
 
-    The whole column is tried first (:func:`_copied`); a value at a time only when some value is not canonical."""
-    try:
-        values: list | None = list(map(_orjson_loads, raws))
-    except (ValueError, TypeError):  # some value orjson cannot read: each one is decided below
-        values = None
-    else:
-        lines = _copied(raws, values)
-        if lines is not None:
-            return lines
+    The whole column is tried first (:func:`_all_copied`); a value at a time only when some value is not
+    canonical."""
+    values: list | None = parsed
+    if values is None:
+        try:
+            values = list(map(_orjson_loads, raws))
+        except (ValueError, TypeError):  # some value orjson cannot read: each one is decided below
+            values = None
+        else:
+            if _all_copied(raws, values):
+                try:
+                    return list(map(bytes.decode, raws))
+                except TypeError:  # a value given as bytearray/memoryview: the per-value path converts it
+                    pass
     out = []
     append = out.append
     canonical = _CANONICAL
@@ -258,13 +278,13 @@ def value_lines(raws: Sequence[bytes]) -> list[str]:
         if not isinstance(raw, bytes):
             raw = bytes(raw)
         if values is not None:
-            v, parsed = values[i], True
+            v, parsed_ok = values[i], True
         else:
             try:
-                v, parsed = oloads(raw), True
+                v, parsed_ok = oloads(raw), True
             except ValueError:  # orjson.JSONDecodeError: the json module decides (and names the problem)
-                parsed = False
-        if parsed and v is not None and odumps(v) == raw and b"0.0000" not in raw and (
+                parsed_ok = False
+        if parsed_ok and v is not None and odumps(v) == raw and b"0.0000" not in raw and (
                 b"e-" not in raw or exp(raw) is None):
             append(raw.decode("utf-8"))
             continue
@@ -288,23 +308,23 @@ def value_lines(raws: Sequence[bytes]) -> list[str]:
     return out
 
 
-def _copied(raws: Sequence[bytes], values: list) -> list[str] | None:
-    """Every value's own text when every value passes :func:`value_lines`' copy-through test, decided with one
-    orjson serialisation of all the parsed ``values`` instead of one per value (None: some value does not).
+def _all_copied(raws: Sequence[bytes], values: list) -> bool:
+    """Whether every value passes :func:`value_lines`' copy-through test, decided with one orjson serialisation
+    of all the parsed ``values`` instead of one per value.
 
     Why the whole is enough: ``raws`` joined by commas inside brackets is a text S holding each raw value
     verbatim. If S is orjson's serialisation of ``values`` -- no whitespace outside strings -- then, each raw being
     a complete JSON text, reading S from the start meets exactly ``raws[0]``, then its comma, and so on: the
     boundaries line up, so each value's own serialisation is its raw text. The number-form substrings cannot
     straddle a boundary (commas separate the values), so testing them on the joined text tests every value."""
-    joined = b",".join(raws)
-    if (_orjson_dumps(values) != b"[" + joined + b"]" or None in values or b"0.0000" in joined
-            or (b"e-" in joined and _ORJSON_E(joined) is not None)):
-        return None
     try:
-        return list(map(bytes.decode, raws))
-    except TypeError:  # a value given as bytearray/memoryview: the per-value path converts it
-        return None
+        joined = b",".join(raws)
+    except TypeError:  # not bytes-like
+        return False
+    dumped = _orjson_dumps(values)
+    # S compared in place (startswith at 1), not built: a copy of the column's bytes is a large fresh buffer
+    return (len(dumped) == len(joined) + 2 and dumped.startswith(joined, 1) and None not in values
+            and b"0.0000" not in joined and (b"e-" not in joined or _ORJSON_E(joined) is None))
 
 
 class JsonWriter(FormatWriter):
