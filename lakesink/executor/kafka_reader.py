@@ -90,13 +90,19 @@ def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str
     return conf
 
 
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)  # a (type, timestamp) pair's parts
+
+
 def record_offsets(msgs: list, position: int) -> list[int] | None:
     """The offsets of ``msgs`` when every one is a record and they ascend from ``position`` on, else None
     (an event, or an order :func:`read_range` must reject, which its per-message loop names)."""
-    # identity, not list.count(None): KafkaError's == raises on None
-    if not msgs or not all(map(operator.is_, [m.error() for m in msgs], itertools.repeat(None))):
+    if not msgs:
         return None
-    offs = [m.offset() for m in msgs]
+    cls = type(msgs[0])  # a batch's messages share their class: its methods mapped, no Python loop per message
+    # identity, not list.count(None): KafkaError's == raises on None
+    if not all(map(operator.is_, map(cls.error, msgs), itertools.repeat(None))):
+        return None
+    offs = list(map(cls.offset, msgs))
     if offs[0] < position or not all(map(operator.lt, offs, offs[1:])):
         return None
     return offs
@@ -111,6 +117,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
     ``consumer_factory`` builds the consumer from its settings (confluent-kafka's ``Consumer`` by default);
     ``clock`` is what the stall bound is measured on (a test scripts it)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     tp = f"{topic}-{partition}"
@@ -142,16 +149,16 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
 
     def flush():
         n = len(offsets)
-        cols = [pa.array(values, pa.binary()), pa.array([partition] * n, pa.int32()),
+        cols = [pa.array(values, pa.binary()), pa.repeat(pa.scalar(partition, pa.int32()), n),
                 pa.array(offsets, pa.int64()), pa.array(tss, pa.int64())]
         if key:
             cols.append(pa.array(keys, pa.binary()))
         if with_topic:
-            cols.append(pa.array([topic] * n, pa.string()))
+            cols.append(pa.repeat(pa.scalar(topic, pa.string()), n))
         if headers:
             cols.append(headers_column(hdrs, schema.field("headers").type))
-        if ts_type:
-            cols.append(pa.array(ttypes, pa.int32()))
+        if ts_type:  # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Kafka's ids are one less
+            cols.append(pc.subtract(pa.array(ttypes, pa.int32()), pa.scalar(1, pa.int32())))
         batch = pa.RecordBatch.from_arrays(cols, schema=schema)
         values.clear(), offsets.clear(), tss.clear(), keys.clear(), hdrs.clear(), ttypes.clear()
         return batch
@@ -178,15 +185,16 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                 if offs:
                     position = offs[-1] + 1
                     offsets += offs
-                    values += [m.value() for m in msgs]
-                    stamps = [m.timestamp() for m in msgs]
-                    tss += [t[1] for t in stamps]
-                    if ts_type:  # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Kafka's ids are one less
-                        ttypes += [t[0] - 1 for t in stamps]
+                    cls = type(msgs[0])
+                    values += map(cls.value, msgs)
+                    stamps = list(map(cls.timestamp, msgs))
+                    tss += map(_SECOND, stamps)
+                    if ts_type:  # librdkafka's type ids, Kafka's once the batch is built (flush)
+                        ttypes += map(_FIRST, stamps)
                     if key:
-                        keys += [m.key() for m in msgs]
+                        keys += map(cls.key, msgs)
                     if headers:
-                        hdrs += [m.headers() for m in msgs]
+                        hdrs += map(cls.headers, msgs)
                 msgs = ()
             for m in msgs:  # events among the records, or offsets out of order: one at a time
                 err = m.error()
@@ -212,8 +220,8 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                 offsets.append(off)
                 tst = m.timestamp()
                 tss.append(tst[1])
-                if ts_type:  # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Kafka's ids are one less
-                    ttypes.append(tst[0] - 1)
+                if ts_type:
+                    ttypes.append(tst[0])
                 if key:
                     keys.append(m.key())
                 if headers:
