@@ -323,15 +323,16 @@ class _S3Writer(ObjectWriter):
     def commit(self) -> WrittenObject | PendingWrite:
         s, b = self.store, self.store.settings.bucket
         if self.upload_id is None:
-            data = bytes(self.buf)
+            data = self.buf  # as it is: botocore sends (and hashes) a bytearray body without a copy
             try:
                 r = s.call("PutObject(If-None-Match)", self.key, lambda: s.client.put_object(
                     Bucket=b, Key=self.key, Body=data, IfNoneMatch="*", Metadata=self.metadata, **s._extra()))
             except PreconditionFailed:
                 # stage our bytes as a one-part multipart upload the driver may complete
-                self._send_part(data)
+                etag = hashlib.md5(data).hexdigest()
+                self._send_part(bytes(data))
                 self.buf.clear()
-                return self._pending(single_put_etag=hashlib.md5(data).hexdigest())
+                return self._pending(single_put_etag=etag)
             self.buf.clear()
             return WrittenObject(self.key, s.uri(self.key), strip_etag(r.get("ETag")), self.size, r.get("VersionId"))
         if self.buf:
