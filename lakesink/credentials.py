@@ -14,6 +14,7 @@ into messages.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -193,16 +194,50 @@ def boto3_session(settings: CredentialSettings | ShippedCredentials | None, regi
     if kept is not None and kept[0] == who:
         return kept[1]
     if creds is None:
-        session = boto3.session.Session(region_name=region)
+        session = boto3.session.Session(region_name=region, botocore_session=_botocore_session())
     else:
         session = boto3.session.Session(aws_access_key_id=creds.access_key, aws_secret_access_key=creds.secret_key,
-                                        aws_session_token=creds.token, region_name=region)
+                                        aws_session_token=creds.token, region_name=region,
+                                        botocore_session=_botocore_session())
     _SESSIONS[slot] = (who, session)
     return session
 
 
 #: (thread, region, default chain?) -> (the credentials or AWS_* environment it was built for, the Session)
 _SESSIONS: dict[tuple, tuple[tuple, Any]] = {}
+
+
+def _botocore_session() -> Any:
+    """A new botocore Session that reads botocore's data (service models, endpoints) through this process's one
+    loader: parsed once per process, not once per Session (what most of a new Session's first client costs), and
+    by a forked worker never, when its parent warmed it (:func:`warm_s3_models`). The loader's data is what every
+    client of one Session shares already; only the Session itself stays per thread."""
+    import botocore.session
+    from botocore.loaders import create_loader
+
+    session = botocore.session.get_session()
+    path = session.get_config_variable("data_path")
+    with _LOADER_LOCK:
+        kept = _LOADERS.get(path)
+        if kept is None:
+            kept = _LOADERS[path] = create_loader(path)
+    session.register_component("data_loader", kept)
+    return session
+
+
+#: botocore's data path ($AWS_DATA_PATH) -> the loader every Session of this process reads it with
+_LOADERS: dict[Any, Any] = {}
+_LOADER_LOCK = threading.Lock()
+
+
+def warm_s3_models() -> None:
+    """Parse what an S3 client needs (its service model, endpoints, rules) into this process's loader, with a
+    client that never sends a request: for a process about to fork workers that each open a store
+    (:func:`lakesink.executor.pydaemon.preload`)."""
+    import boto3
+
+    boto3.session.Session(aws_access_key_id="warm-up", aws_secret_access_key="warm-up", region_name="us-east-1",
+                          botocore_session=_botocore_session()).client("s3")
 
 
 def boto3_client(settings: CredentialSettings | ShippedCredentials | None, region: str | None, service: str,

@@ -121,9 +121,10 @@ def skip_pandas_probe() -> bool:
 
 def preload(modules: tuple[str, ...] = PRELOAD, pandas: bool = True) -> list[str]:
     """Import ``modules`` (and let pyarrow import pandas, unless ``pandas`` is False: :func:`skip_pandas_probe`) in
-    this process, then freeze the collector's view of them, so forked workers share their pages instead of
-    importing them (and the collector never copies them). A module that fails to import is left for the task to
-    import, and fail, itself. Returns the imported names."""
+    this process, parse the S3 client's botocore data once (:func:`lakesink.credentials.warm_s3_models`), then
+    freeze the collector's view of them, so forked workers share their pages instead of importing them (and the
+    collector never copies them). A module that fails to import is left for the task to import, and fail, itself.
+    Returns the imported names."""
     import gc
     import importlib
 
@@ -133,6 +134,13 @@ def preload(modules: tuple[str, ...] = PRELOAD, pandas: bool = True) -> list[str
             importlib.import_module(name)
             done.append(name)
         except Exception:  # noqa: BLE001 - the task's own import reports it
+            pass
+    if "boto3" in done:  # every task opens a store: its S3 client then finds botocore's data parsed
+        try:
+            from lakesink.credentials import warm_s3_models
+
+            warm_s3_models()
+        except Exception:  # noqa: BLE001 - the task's own client reports it
             pass
     try:
         if pandas:

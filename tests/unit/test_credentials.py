@@ -222,3 +222,31 @@ def test_a_kept_client_is_replaced_with_its_session_not_added_to():
     del a
     gc.collect()
     assert gone() is None
+
+
+def test_every_session_reads_botocore_data_through_one_loader_warmed_before_workers_fork(monkeypatch):
+    """Sessions for other credentials, regions or threads share the process's botocore data loader; once
+    warm_s3_models has run (what a driver does before it forks its local workers), a new Session's S3 client
+    parses no botocore data file at all."""
+    import threading
+
+    from botocore.loaders import JSONFileLoader
+
+    from lakesink.credentials import boto3_client, warm_s3_models
+
+    warm_s3_models()
+    parsed = []
+    real = JSONFileLoader.load_file
+    monkeypatch.setattr(JSONFileLoader, "load_file", lambda self, path: parsed.append(path) or real(self, path))
+    a = boto3_session(CredentialSettings("static", "AK-warm-1", "SK1"), "eu-west-1")
+    b = boto3_session(CredentialSettings("static", "AK-warm-2", "SK2"), "us-east-2")
+    other: list = []
+    t = threading.Thread(target=lambda: other.append(boto3_session(CredentialSettings("static", "AK-warm-1", "SK1"),
+                                                                   "eu-west-1")))
+    t.start()
+    t.join()
+    loaders = {id(s._session.get_component("data_loader")) for s in (a, b, other[0])}
+    assert len({id(a), id(b), id(other[0])}) == 3 and len(loaders) == 1
+    client = boto3_client(CredentialSettings("static", "AK-warm-3", "SK3"), "ap-south-1", "s3",
+                          "http://127.0.0.1:9", None)
+    assert client.meta.service_model.service_name == "s3" and parsed == []
