@@ -1,12 +1,18 @@
 """Local worker processes: they run a batch's tasks for :class:`lakesink.runners.local.LocalTasks`, the
 sink's engine on one machine when Spark would only schedule Python tasks there.
 
-``python -m lakesink.executor.local_worker IN:OUT [IN:OUT ...]`` starts in its own session (a terminal's ^C or a
-scheduler's SIGTERM to the driver's process group reaches the driver, which decides, not the workers), imports
-what a task imports (:data:`PRELOAD`) once, then forks one worker per further ``IN:OUT`` pair of inherited pipe
-file descriptors and serves the first pair itself: every worker starts with the imports done, paid for once (as
-Spark's Python daemon forks its workers, :mod:`lakesink.executor.pydaemon`). Each worker's frames are a big-endian
-8-byte length and a pickle:
+A group of workers starts one of two ways, both in its own session (a terminal's ^C or a scheduler's SIGTERM to
+the driver's process group reaches the driver, which decides, not the workers):
+
+* ``python -m lakesink.executor.local_worker IN:OUT [IN:OUT ...]`` imports what a task imports (:data:`PRELOAD`)
+  once, then forks one worker per further ``IN:OUT`` pair of inherited pipe file descriptors and serves the first
+  pair itself (:func:`serve_group`): every worker starts with the imports done, paid for once (as Spark's Python
+  daemon forks its workers, :mod:`lakesink.executor.pydaemon`);
+* or the driver, while it is still single-threaded, imports :data:`PRELOAD` itself and forks the group
+  (:func:`forked_group`): the imports the driver needs anyway are then not paid a second time.
+
+Every worker is named ``lakesink-worker`` (``/proc/PID/comm``, what ``ps`` and ``top`` show). Each worker's frames
+are a big-endian 8-byte length and a pickle:
 
 * worker → driver, first: ``("ready", pid)``;
 * driver → worker: ``(task, arg)``, ``task`` a cloudpickled callable (the same closure a Spark task runs);
@@ -28,13 +34,17 @@ from typing import Any, BinaryIO
 
 from lakesink.executor.pydaemon import TASK_MODULES, preload
 
-__all__ = ["MODULE", "PRELOAD", "read_frame", "write_frame", "run_task", "serve", "parse_pairs", "main"]
+__all__ = ["MODULE", "PRELOAD", "NAME", "read_frame", "write_frame", "run_task", "serve", "serve_group",
+           "forked_group", "parse_pairs", "main"]
 
 #: what ``python -m`` runs
 MODULE = "lakesink.executor.local_worker"
 
 #: imported before the first task: cloudpickle to load the tasks, and what they import
 PRELOAD = ("pyspark.cloudpickle", *TASK_MODULES)
+
+#: every worker process's name (``/proc/PID/comm``: at most 15 bytes)
+NAME = "lakesink-worker"
 
 _LENGTH = struct.Struct(">Q")
 
@@ -122,22 +132,92 @@ def parse_pairs(args: list[str]) -> list[tuple[int, int]]:
     return pairs
 
 
+def serve_group(pairs: list[tuple[int, int]]) -> None:
+    """Fork a worker per pair after the first, serve the first pair in this process; each worker keeps only its
+    own pair. Never returns (each worker ends its process when its pipe closes)."""
+    mine = pairs[0]
+    for pair in pairs[1:]:
+        if os.fork() == 0:
+            mine = pair
+            break
+    for pair in pairs:
+        if pair != mine:
+            os.close(pair[0])
+            os.close(pair[1])
+    _name_process()
+    serve(os.fdopen(mine[0], "rb"), os.fdopen(mine[1], "wb"))
+
+
+def forked_group(pairs: list[tuple[int, int]], output: int | None) -> None:
+    """The group's start in a child the driver forked (:func:`lakesink.runners.local.start_workers`): leave the
+    driver's session, keep only ``pairs`` and standard streams (``output``, the run's log file, as stdout and
+    stderr), put back what the driver changed (signal handlers, logging), then :func:`serve_group`. Never returns:
+    whatever happens, the process ends here, and the driver's code never runs on in it."""
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        if output is not None:
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+        keep = sorted({0, 1, 2, *(fd for pair in pairs for fd in pair)})
+        # as a spawned group's close_fds: no pipe end or socket of the driver's stays open here (a worker of an
+        # earlier group must see its pipe close when the driver closes it)
+        for low, high in zip(keep, keep[1:] + [_max_fd()]):
+            os.closerange(low + 1, high)
+        _reset_driver_state()
+        serve_group(pairs)
+    except BaseException:  # noqa: BLE001 - the driver's stack is below: never unwind into it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        return 65536
+
+
+def _reset_driver_state() -> None:
+    """Signal handlers and logging as a new interpreter has them: the driver's stop handlers and its log handlers
+    (on files this child has closed) are not the workers'."""
+    import logging
+    import signal
+
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    for lg in loggers:
+        lg.handlers.clear()
+        lg.disabled = False
+        lg.propagate = True
+        lg.setLevel(logging.NOTSET)
+    logging.getLogger().setLevel(logging.WARNING)
+    logging.disable(logging.NOTSET)
+
+
+def _name_process() -> None:
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(NAME)
+    except OSError:  # not Linux: the name is only for people looking at ps
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Preload once, fork a worker per further pair, serve the first pair here."""
     pairs = parse_pairs(sys.argv[1:] if argv is None else argv)
     # before any thread: forked children copy only the forking thread. No pandas: these workers never hand pyarrow a
     # pandas object (no Spark here)
     preload(PRELOAD, pandas=False)
-    mine = pairs[0]
-    for pair in pairs[1:]:
-        if os.fork() == 0:
-            mine = pair
-            break
-    for pair in pairs:  # each worker keeps its own pair only
-        if pair != mine:
-            os.close(pair[0])
-            os.close(pair[1])
-    serve(os.fdopen(mine[0], "rb"), os.fdopen(mine[1], "wb"))
+    serve_group(pairs)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Spark moves no data: it starts a JVM (seconds of a cold run's wall time, and mor
 only to hand Python tasks to forked Python workers. :class:`LocalTasks` runs those very tasks -- the same
 closure, one per planned Kafka range, giving the same result rows -- in ``parallelism`` worker processes
 (:mod:`lakesink.executor.local_worker`) that start in advance, while the driver plans: one process imports what
-the tasks import, once, and forks the others before the first task arrives.
+the tasks import, once, and forks the others before the first task arrives. A CLI run, still single-threaded when
+it starts them (:func:`may_fork`), imports those modules itself and forks that process: it needs most of them
+anyway, and a new interpreter would import them all again.
 
 Semantics follow a local Spark master's: tasks are spread over the workers, a worker runs its tasks one after
 another, and the first task that fails fails the batch (no retry, as Spark's local mode) and stops the others.
@@ -21,6 +23,7 @@ import os
 import pickle
 import re
 import selectors
+import signal
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -30,7 +33,7 @@ from lakesink.errors import LocalTaskError
 if TYPE_CHECKING:  # pragma: no cover
     from lakesink.runners import TaskFn
 
-__all__ = ["LocalTasks", "LocalRunner", "local_parallelism"]
+__all__ = ["LocalTasks", "LocalRunner", "local_parallelism", "may_fork"]
 
 _LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
 
@@ -106,10 +109,19 @@ class _Worker:
                 pass
 
 
-def _start_workers(n: int, output: int | None) -> list[_Worker]:
-    """``n`` workers from one new process, which imports once and forks (:mod:`lakesink.executor.local_worker`)."""
-    from lakesink.executor.local_worker import MODULE
+def may_fork() -> bool:
+    """Whether this process can start a worker group by forking itself: on Linux, while it has a single thread (a
+    CLI run before its first Kafka or Delta client; not a notebook's kernel). A fork copies only the forking thread,
+    so with no other thread no lock can be held by one that the child will never see again."""
+    try:
+        return hasattr(os, "fork") and len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no /proc: not Linux
+        return False
 
+
+def _start_workers(n: int, output: int | None, fork: bool) -> list[_Worker]:
+    """``n`` workers from one new process (:mod:`lakesink.executor.local_worker`), which imports once and forks
+    the others: this process forked after importing what tasks import itself (``fork``), else a new interpreter."""
     ends, theirs = [], []
     for _ in range(n):
         tasks_r, tasks_w = os.pipe()
@@ -117,9 +129,7 @@ def _start_workers(n: int, output: int | None) -> list[_Worker]:
         ends.append((tasks_w, results_r))
         theirs.append((tasks_r, results_w))
     try:
-        group = subprocess.Popen([sys.executable, "-m", MODULE, *(f"{r}:{w}" for r, w in theirs)],
-                                 pass_fds=[fd for pair in theirs for fd in pair], stdin=subprocess.DEVNULL,
-                                 stdout=output, stderr=output, start_new_session=True)
+        group = _fork_group(theirs, output) if fork else _spawn_group(theirs, output)
     except BaseException:
         for fd in [fd for pair in ends + theirs for fd in pair]:
             os.close(fd)
@@ -129,15 +139,83 @@ def _start_workers(n: int, output: int | None) -> list[_Worker]:
     return [_Worker(w, r, group) for w, r in ends]
 
 
+def _spawn_group(theirs: list[tuple[int, int]], output: int | None) -> subprocess.Popen:
+    from lakesink.executor.local_worker import MODULE
+
+    return subprocess.Popen([sys.executable, "-m", MODULE, *(f"{r}:{w}" for r, w in theirs)],
+                            pass_fds=[fd for pair in theirs for fd in pair], stdin=subprocess.DEVNULL,
+                            stdout=output, stderr=output, start_new_session=True)
+
+
+class _ForkedGroup:
+    """A forked group's process, with what :class:`LocalTasks` asks of a ``Popen``: ``pid``, ``poll``, ``kill``,
+    ``wait``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                _pid, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                self.returncode = 0
+        return self.returncode
+
+
+def _fork_group(theirs: list[tuple[int, int]], output: int | None) -> _ForkedGroup:
+    import warnings
+
+    from lakesink.executor.local_worker import PRELOAD, forked_group
+    from lakesink.executor.pydaemon import preload
+
+    preload(PRELOAD, pandas=False)  # here, once: the driver imports most of it anyway
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    with warnings.catch_warnings():
+        # Python 3.12+ warns of a fork beside threads: the only ones now are the allocator's and BLAS's, started by
+        # the imports above, whose libraries prepare for fork (as the spawned group's own fork after its imports)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        forked_group(theirs, output)  # never returns
+    return _ForkedGroup(pid)
+
+
 class LocalTasks:
     """``parallelism`` local worker processes, started now (see the module docstring). ``output``: a file
-    descriptor for the workers' stderr (the run's log file); default this process's."""
+    descriptor for the workers' stderr (the run's log file); default this process's. ``fork``: whether this
+    process forks the first group of workers after importing what tasks import (default :func:`may_fork`), or
+    starts a new interpreter; the same choice is made again for workers that replace dead ones."""
 
-    def __init__(self, parallelism: int, output: int | None = None):
+    def __init__(self, parallelism: int, output: int | None = None, fork: bool | None = None):
         if parallelism < 1:
             raise ValueError(f"parallelism must be at least 1, not {parallelism}")
         self._output = os.dup(output) if output is not None else None
-        self._workers = _start_workers(parallelism, self._output)
+        self._fork = fork
+        self._workers = _start_workers(parallelism, self._output, self._forks())
         self._groups = {id(w.group): w.group for w in self._workers}
 
     def run(self, task: Callable[[int], Iterable[str]], n: int,
@@ -178,13 +256,16 @@ class LocalTasks:
             sel.close()
         return [row for rows in results for row in (rows or [])]
 
+    def _forks(self) -> bool:
+        return may_fork() if self._fork is None else self._fork
+
     def _replace_dead(self) -> None:
         """Workers that ended (or were stopped) are replaced, from one new process."""
         dead = [w for w in self._workers if w.dead]
         if dead:
             for w in dead:
                 w.stop()
-            fresh = _start_workers(len(dead), self._output)
+            fresh = _start_workers(len(dead), self._output, self._forks())
             self._groups.update({id(w.group): w.group for w in fresh})
             self._workers = [w for w in self._workers if not w.dead] + fresh
         for key, group in list(self._groups.items()):

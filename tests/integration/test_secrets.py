@@ -5,7 +5,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.archive_checks import base_config, json_payloads, process_tree, produce, run_cli, write_config
+from support.archive_checks import (base_config, is_local_worker, json_payloads, process_tree, produce, run_cli,
+                                    write_config)
 
 
 @pytest.mark.parametrize("engine", ["spark", "local"])
@@ -26,6 +27,7 @@ def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, top
         f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
 
     seen: dict[int, str] = {}
+    worker_pids: set[int] = set()
 
     def snapshot_cmdlines(pgid: int) -> None:
         for pid in process_tree(pgid):
@@ -35,13 +37,15 @@ def test_planted_secret_is_in_no_argv_event_log_or_output(kafka, s3, bucket, top
                 continue
             if cmdline:  # a process that has exited (a zombie) reads as empty: keep what it ran with
                 seen[pid] = cmdline
+                if is_local_worker(pid, cmdline):
+                    worker_pids.add(pid)
 
     rc, out = run_cli(["sink", "--config", cfg, "--once", "--flush-tail", "--engine", engine],
                       env_extra={"SPARK_CONF_DIR": str(conf_dir)}, watch=snapshot_cmdlines)
     assert rc == 0, out
     assert "batch 0: 2 objects, 20 records" in out, out  # the credentials worked (S3A and boto3)
     jvms = [c for c in seen.values() if "java" in c and "org.apache.spark" in c]
-    workers = [c for c in seen.values() if "lakesink.executor.local_worker" in c]
+    workers = [c for pid, c in seen.items() if pid in worker_pids]
     if engine == "spark":
         assert jvms, f"the Spark JVM was never seen: {sorted(seen.values())}"
     else:

@@ -308,10 +308,26 @@ def proc_info(pid: int) -> tuple[bytes, list[str]] | None:
     return cmd, fields
 
 
+def is_local_worker(pid: int, cmdline: bytes | str) -> bool:
+    """Whether ``pid`` (whose command line was ``cmdline``) is a local worker: a spawned group's
+    (``-m lakesink.executor.local_worker``), or one the driver forked, named ``lakesink-worker``
+    (lakesink.executor.local_worker.NAME) in ``/proc/PID/comm``."""
+    from lakesink.executor.local_worker import MODULE, NAME
+
+    text = cmdline.decode(errors="replace") if isinstance(cmdline, bytes) else cmdline
+    if MODULE in text:
+        return True
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == NAME
+    except OSError:
+        return False
+
+
 def local_worker_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) local worker (lakesink.executor.local_worker)."""
+    """Whether ``pid`` is a live (not zombie) local worker (:func:`is_local_worker`)."""
     info = proc_info(pid)
-    return info is not None and b"lakesink.executor.local_worker" in info[0] and info[1][0] != "Z"
+    return info is not None and info[1][0] != "Z" and is_local_worker(pid, info[0])
 
 
 def local_workers_of(driver: int) -> list[int]:

@@ -130,7 +130,7 @@ def test_a_task_message_runs_and_an_error_comes_back_as_its_traceback():
 
 @pytest.fixture(scope="module")
 def tasks():
-    with LocalTasks(2) as t:
+    with LocalTasks(2, fork=False) as t:  # never a fork of the test process (the forked start: a driver below)
         yield t
 
 
@@ -194,27 +194,49 @@ def test_a_worker_that_dies_fails_its_task(tasks):
 DRIVER = """
 import os, sys, time
 from lakesink.runners.local import LocalTasks
-t = LocalTasks(2)
-print(*t.run(lambda i: [f"{os.getpid()}:{os.getsid(0)}"], 2), flush=True)
+r, w = os.pipe()  # the driver's own pipe: no worker may hold either end of it
+mine = os.readlink(f"/proc/self/fd/{w}")
+t = LocalTasks(2, fork=FORK)
+
+def probe(i):
+    try:
+        held = os.readlink(f"/proc/self/fd/{w}") == mine
+    except OSError:
+        held = False
+    with open("/proc/self/comm") as f:
+        name = f.read().strip()
+    with open("/proc/self/cmdline", "rb") as f:
+        spawned = f.read().split(b"\\0")[1:3] == [b"-m", b"lakesink.executor.local_worker"]
+    return [f"{os.getpid()}:{os.getsid(0)}:{held}:{name}:{spawned}"]
+
+print(*t.run(probe, 2), flush=True)
 t.run(lambda i: time.sleep(120), 2)  # both workers mid-task when this driver is killed
 """
 
 
-def test_workers_share_one_import_run_in_their_own_session_and_end_with_their_driver():
-    """One process imports and forks the other worker; both are in a session of their own (a signal to the
-    driver's process group does not reach them); when the driver dies, even by SIGKILL mid-task, they end."""
+@pytest.mark.parametrize("fork", [True, False])
+def test_workers_share_one_import_run_in_their_own_session_and_end_with_their_driver(fork):
+    """One process imports and forks the other worker -- the driver itself forked (``fork``), or a new interpreter
+    it started --; both are in a session of their own (a signal to the driver's process group does not reach
+    them), hold none of the driver's other file descriptors, are named lakesink-worker; when the driver dies, even
+    by SIGKILL mid-task, they end."""
     import signal
     import subprocess
     import sys
 
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER.replace("FORK", str(fork))], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
     try:
-        workers = [tuple(map(int, w.split(":"))) for w in driver.stdout.readline().split()]
+        rows = [w.split(":") for w in driver.stdout.readline().split()]
+        workers = [(int(pid), int(sid)) for pid, sid, *_ in rows]
         assert len(workers) == 2 and len({pid for pid, _ in workers}) == 2
+        assert [tuple(r[2:]) for r in rows] == [("False", "lakesink-worker", str(not fork))] * 2, rows
         sessions = {sid for _, sid in workers}
         assert len(sessions) == 1 and sessions != {os.getsid(driver.pid)}  # one session, not the driver's
         assert sessions < {pid for pid, _ in workers}  # the worker that leads it forked the other
+        leader = next(iter(sessions))
+        with open(f"/proc/{leader}/stat") as f:
+            assert int(f.read().rsplit(")", 1)[1].split()[1]) == driver.pid  # the driver's own child
         time.sleep(0.5)
         os.killpg(driver.pid, signal.SIGKILL)  # the driver's whole group: the workers are not in it
         driver.wait()
@@ -225,6 +247,28 @@ def test_workers_share_one_import_run_in_their_own_session_and_end_with_their_dr
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+def test_only_a_single_threaded_process_forks_its_workers():
+    """may_fork: a fresh interpreter (a CLI run when it starts its workers) forks; a process with another thread
+    (a notebook's kernel) starts a new interpreter instead."""
+    import subprocess
+    import sys
+    import threading
+
+    from lakesink.runners.local import may_fork
+
+    fresh = subprocess.run([sys.executable, "-c", "from lakesink.runners.local import may_fork; print(may_fork())"],
+                           capture_output=True, text=True, check=True)
+    assert fresh.stdout.strip() == "True"
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert may_fork() is False
+    finally:
+        stop.set()
+        other.join()
 
 
 def _alive(pid: int) -> bool:
