@@ -14,6 +14,7 @@ into messages.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -179,9 +180,6 @@ def boto3_session(settings: CredentialSettings | ShippedCredentials | None, regi
     Kafka range. Per thread because a Session is not safe to build clients from in several threads at once. The
     default chain's Session is kept while the process's ``AWS_*`` environment is unchanged (it resolves and
     refreshes its credentials itself)."""
-    import os
-    import threading
-
     import boto3
 
     shipped = settings if isinstance(settings, ShippedCredentials) else (
@@ -247,8 +245,6 @@ def boto3_client(settings: CredentialSettings | ShippedCredentials | None, regio
     and signer set-up again. One client per thread, region, service, endpoint and ``variant`` (what else ``config``
     depends on, hashable); replaced, not added to, when the Session is (new credentials), so rotations do not
     accumulate clients. A client is safe to use from several threads."""
-    import threading
-
     session = boto3_session(settings, region)
     slot = (threading.get_ident(), region, service, endpoint_url, variant)
     kept = _CLIENTS.get(slot)
@@ -263,6 +259,17 @@ def boto3_client(settings: CredentialSettings | ShippedCredentials | None, regio
 _CLIENTS: dict[tuple, tuple[Any, Any]] = {}
 
 
+def _forget_clients() -> None:
+    # in a forked child: a kept client's pooled connections are its parent's sockets (a forked worker group closes
+    # them), and its main thread has the forking thread's id. The loaders are data only: kept (warm_s3_models)
+    _SESSIONS.clear()
+    _CLIENTS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_clients)
+
+
 # ---------------------------------------------------------------- credentials that are not there
 
 
@@ -271,8 +278,6 @@ def where_looked(settings: "CredentialSettings | ShippedCredentials | None",
     """Where lakesink (and boto3's default chain) looked for S3 credentials, as one clause for an error line:
     the config keys, then each link of the chain with the environment variable or file it reads and whether
     that is set. Names and paths only, never a value of a secret."""
-    import os
-
     env = dict(os.environ if env is None else env)
     if isinstance(settings, ShippedCredentials):
         settings = settings.settings

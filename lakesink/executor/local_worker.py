@@ -135,9 +135,14 @@ def parse_pairs(args: list[str]) -> list[tuple[int, int]]:
 def serve_group(pairs: list[tuple[int, int]]) -> None:
     """Fork a worker per pair after the first, serve the first pair in this process; each worker keeps only its
     own pair. Never returns (each worker ends its process when its pipe closes)."""
+    import warnings
+
     mine = pairs[0]
     for pair in pairs[1:]:
-        if os.fork() == 0:
+        with warnings.catch_warnings():  # Python 3.12+: see lakesink.runners.local's fork of the group
+            warnings.simplefilter("ignore", DeprecationWarning)
+            child = os.fork()
+        if child == 0:
             mine = pair
             break
     for pair in pairs:

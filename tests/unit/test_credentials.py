@@ -250,3 +250,25 @@ def test_every_session_reads_botocore_data_through_one_loader_warmed_before_work
     client = boto3_client(CredentialSettings("static", "AK-warm-3", "SK3"), "ap-south-1", "s3",
                           "http://127.0.0.1:9", None)
     assert client.meta.service_model.service_name == "s3" and parsed == []
+
+
+FORKED = """
+import os, sys
+from lakesink.credentials import CredentialSettings, boto3_client
+args = (CredentialSettings("static", "AK-fork", "SK"), "eu-west-1", "s3", "http://127.0.0.1:9", None)
+parent = boto3_client(*args)
+assert boto3_client(*args) is parent
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if boto3_client(*args) is not parent else 3)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_never_uses_its_parents_kept_clients():
+    """A kept client's pooled connections are sockets of the process that made it: a forked child (a local worker
+    group the driver forked) builds its own, though its main thread has the forking thread's id."""
+    import subprocess
+
+    assert subprocess.run([sys.executable, "-c", FORKED], timeout=120).returncode == 0
