@@ -41,7 +41,7 @@ __all__ = ["MODULE", "PRELOAD", "NAME", "read_frame", "write_frame", "run_task",
 MODULE = "lakesink.executor.local_worker"
 
 #: imported before the first task: cloudpickle to load the tasks, and what they import
-PRELOAD = ("pyspark.cloudpickle", *TASK_MODULES)
+PRELOAD = ("cloudpickle", *TASK_MODULES)
 
 #: every worker process's name (``/proc/PID/comm``: at most 15 bytes)
 NAME = "lakesink-worker"
@@ -88,7 +88,7 @@ def run_task(message: bytes) -> tuple[str, Any]:
 
     try:
         blob, arg = pickle.loads(message)
-        task = pickle.loads(blob)  # cloudpickle's output loads with pickle (it imports pyspark.cloudpickle)
+        task = pickle.loads(blob)  # cloudpickle's output loads with pickle (it imports cloudpickle)
         return "ok", list(task(arg))
     except BaseException as e:  # noqa: BLE001 - everything goes back to the driver, which fails the batch
         text = "".join(traceback.format_exception(e)).rstrip()

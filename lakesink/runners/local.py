@@ -223,7 +223,7 @@ class LocalTasks:
         """Run ``task(i)`` for each ``i`` in ``range(n)`` on the workers; the concatenated results, in task
         order. ``on_done`` gets each task's results as it completes (a progress display). The first failure
         stops the tasks still running and raises :class:`LocalTaskError`."""
-        from pyspark import cloudpickle
+        import cloudpickle  # not pyspark's copy: importing pyspark imports pyspark.sql, which nothing here needs
 
         blob = cloudpickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
         self._replace_dead()

@@ -78,9 +78,11 @@ def _cfg(broker, s3, bucket, topic, **over) -> SinkConfig:
 
 
 def test_broker_halted_mid_read_and_restarted(spark, broker, s3, bucket, topic_name, tmp_path):
-    from pyspark import cloudpickle
+    import cloudpickle
+    from pyspark import cloudpickle as spark_cloudpickle
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    for pickler in (cloudpickle, spark_cloudpickle):  # Spark's tasks and the local engine's
+        pickler.register_pickle_by_value(sys.modules[__name__])
     broker.create_topic(topic_name, partitions=2)
     sent = produce(broker, topic_name, json_payloads(6000), partition_of=lambda i: i % 2)
     # small fetches and a small prefetch queue: the reader needs the broker for most of its range after the first

@@ -15,9 +15,12 @@ from lakesink.errors import LakesinkError
 SCHEMA = "line string"
 
 # the task bodies below travel by value: Spark's Python workers and the local workers cannot import this module
-from pyspark import cloudpickle  # noqa: E402
+# (Spark pickles them with pyspark's copy of cloudpickle, the local engine with cloudpickle itself)
+import cloudpickle  # noqa: E402
+from pyspark import cloudpickle as spark_cloudpickle  # noqa: E402
 
-cloudpickle.register_pickle_by_value(__import__("sys").modules[__name__])
+for _pickler in (cloudpickle, spark_cloudpickle):
+    _pickler.register_pickle_by_value(__import__("sys").modules[__name__])
 
 
 def numbered(ids):

@@ -115,7 +115,7 @@ def test_frames_round_trip_and_a_cut_stream_is_an_error():
 def test_a_task_message_runs_and_an_error_comes_back_as_its_traceback():
     import pickle
 
-    from pyspark import cloudpickle
+    import cloudpickle
 
     k = 3
     ok = pickle.dumps((cloudpickle.dumps(lambda i: [f"{i}-{k}"] * 2), 7))
