@@ -154,7 +154,7 @@ def serve_group(pairs: list[tuple[int, int]]) -> None:
 
 
 def forked_group(pairs: list[tuple[int, int]], output: int | None) -> None:
-    """The group's start in a child the driver forked (:func:`lakesink.runners.local.start_workers`): leave the
+    """The group's start in a child the driver forked (:class:`lakesink.runners.local.LocalTasks`): leave the
     driver's session, keep only ``pairs`` and standard streams (``output``, the run's log file, as stdout and
     stderr), put back what the driver changed (signal handlers, logging), then :func:`serve_group`. Never returns:
     whatever happens, the process ends here, and the driver's code never runs on in it."""
