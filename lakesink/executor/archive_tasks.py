@@ -135,7 +135,8 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
 
     from lakesink.executor.committed import KafkaClients
     from lakesink.executor.progress import produced_counts
-    from lakesink.executor.restore import ProducerStarts, progress_group, restore_partition, transactional_id
+    from lakesink.executor.restore import (DEFAULT_TIMEOUT_S, ProducerStarts, progress_group, restore_partition,
+                                           transactional_id)
 
     reader = ObjectReader(parts)
     options = dict(options)
@@ -143,7 +144,7 @@ def restore_task(ids: Iterable[int], jobs: list[PartitionJob], parts: "TaskParts
     clients = KafkaClients(producer_config)
     # the next partition's producer starts while this one is restored (a plain restore: one producer per destination
     # partition, the config as given)
-    starts = ProducerStarts(float(options.get("timeout_s", 60.0)))
+    starts = ProducerStarts(float(options.get("timeout_s", DEFAULT_TIMEOUT_S)))
     ahead = not any(options.get(k) for k in ("routers", "groups"))
     ids = list(ids)
     try:

@@ -76,10 +76,13 @@ __all__ = ["DEFAULT_RECORDS_PER_TXN", "THROTTLED_TXN_S", "paced_records_per_txn"
            "transactional_id", "routed_transactional_id", "produced_key_bytes", "transactional_producer_config",
            "RestoreSummary", "RestoreResult", "dry_run",
            "check_group_idle", "read_progress", "read_coverage", "group_coverages", "restore_partition", "clusters",
-           "ProducerStarts",
+           "ProducerStarts", "DEFAULT_TIMEOUT_S",
            "produce_columns"]
 
 log = logging.getLogger("lakesink.executor.restore")
+
+#: a partition's bound on each Kafka call of its restore (``init_transactions``, commits, offset reads), seconds
+DEFAULT_TIMEOUT_S = 60.0
 
 #: records per transaction (``bytes_per_txn``, 16 MiB, closes one first for records over ~335 B): each commit
 #: (flush, progress offsets, EndTxn) costs the worker ~10 ms of CPU, ~1 µs a record at 10,000 records (issue #30)
@@ -317,7 +320,7 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
                       cut: Cut = NO_CUT, key_decoder: str = "bytes", value_decoder: str | None = None,
                       records_per_txn: int = DEFAULT_RECORDS_PER_TXN, bytes_per_txn: int = DEFAULT_BYTES_PER_TXN,
                       commit_per_object: bool = False, max_future_ms: int = DEFAULT_MAX_FUTURE_MS,
-                      holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = 60.0,
+                      holes: Sequence[Interval] = (), again: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S,
                       latest_per_key: bool = False, drop_tombstones: bool = False, schema_ids: Any = None,
                       routers: Mapping[str, Any] | None = None, groups: Any = None, max_rate: float | None = None,
                       on_event: Callable[[str, dict], None] | None = None,
