@@ -220,7 +220,31 @@ def _botocore_session() -> Any:
         if kept is None:
             kept = _LOADERS[path] = create_loader(path)
     session.register_component("data_loader", kept)
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
     return session
+
+
+def parse_timestamp(value: Any) -> Any:
+    """botocore's timestamp parser for the clients of :func:`_botocore_session`: the two forms S3 answers in,
+    ISO 8601 in listings (``2026-11-28T03:12:46.000Z``) and HTTP dates in headers (``Last-Modified``), parsed by
+    the standard library; anything else by botocore's own. Same instant, timezone-aware; botocore's goes through
+    ``dateutil``, which cost a listing more CPU for its dates than for the rest of its parsing
+    (``bench/results/requests.md``)."""
+    if isinstance(value, str) and len(value) < 40:
+        try:
+            if value.endswith("Z") and value[10:11] == "T":
+                from datetime import datetime
+
+                return datetime.fromisoformat(value[:-1] + "+00:00")
+            if value.endswith(" GMT"):
+                from email.utils import parsedate_to_datetime
+
+                return parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            pass  # not quite either form: botocore's parser decides
+    from botocore.utils import parse_timestamp as botocore_parse
+
+    return botocore_parse(value)
 
 
 #: botocore's data path ($AWS_DATA_PATH) -> the loader every Session of this process reads it with

@@ -196,3 +196,32 @@ def test_head_many_heads_each_key_where_listing_is_refused(store):
         got = store.head_many(keys)
     assert [got[k] is not None for k in keys] == [True, True, False]
     assert (len(calls["ListObjectsV2"]), len(calls["HeadObject"])) == (1, 3)
+
+
+def test_listing_and_head_dates_parsed_without_dateutil_at_the_same_instants(store, monkeypatch):
+    """The store's client parses S3's dates (ISO 8601 in a listing, the HTTP date of HeadObject) with
+    ``lakesink.credentials.parse_timestamp``, never botocore's ``dateutil`` path, and gets the instants botocore's own
+    parser gives for the same strings."""
+    import botocore.parsers
+    import botocore.utils
+    import dateutil.parser
+
+    store.put_bytes("dates/a.json", b"x")
+    raw: list = []
+    import lakesink.credentials as creds
+    mine = creds.parse_timestamp
+    monkeypatch.setattr(creds, "parse_timestamp", lambda v: raw.append(v) or mine(v))
+    used = []
+    real = dateutil.parser.parse
+    monkeypatch.setattr(dateutil.parser, "parse", lambda *a, **k: used.append(a) or real(*a, **k))
+    # a new client of a new Session: what a worker's first store gets
+    monkeypatch.setattr(creds, "_SESSIONS", {})
+    monkeypatch.setattr(creds, "_CLIENTS", {})
+    fresh = S3Store(store.settings)
+    listed = list(fresh.list("dates/"))
+    head = fresh.head("dates/a.json")
+    assert used == [] and len(raw) == 2, (used, raw)
+    assert raw[0].endswith("Z") and raw[1].endswith(" GMT")
+    assert listed[0].last_modified == botocore.utils.parse_timestamp(raw[0]).timestamp()
+    assert head.last_modified == botocore.utils.parse_timestamp(raw[1]).timestamp()
+    assert botocore.parsers.DEFAULT_TIMESTAMP_PARSER is botocore.utils.parse_timestamp  # botocore's own left as it is

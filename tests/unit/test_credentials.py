@@ -272,3 +272,32 @@ def test_a_forked_child_never_uses_its_parents_kept_clients():
     import subprocess
 
     assert subprocess.run([sys.executable, "-c", FORKED], timeout=120).returncode == 0
+
+
+@pytest.mark.parametrize("value", ["2026-11-28T03:12:46.000Z", "2026-11-28T03:12:46Z", "2026-11-28T03:12:46.123456Z",
+                                   "2026-11-28T03:12:46.1234Z", "Wed, 21 Oct 2015 07:28:00 GMT",
+                                   "Wed, 21 Oct 2015 07:28:00 +0000", "2015-10-21T07:28:00+02:00", "1700000000",
+                                   1700000000, 1700000000.5, "Wed, 32 Oct 2015 07:28:00 GMT"])
+def test_timestamps_parse_to_botocores_instants(value):
+    """S3's two date forms are parsed by the standard library, anything else by botocore: the same instant as
+    botocore's parser, timezone-aware, or the same error."""
+    from botocore.utils import parse_timestamp as botocore_parse
+
+    from lakesink.credentials import parse_timestamp
+
+    try:
+        want = botocore_parse(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            parse_timestamp(value)
+        return
+    got = parse_timestamp(value)
+    assert got == want and got.tzinfo is not None and got.utcoffset() == want.utcoffset()
+
+
+def test_sessions_parse_timestamps_with_lakesinks_parser():
+    from lakesink.credentials import parse_timestamp
+
+    s = boto3_session(CredentialSettings("static", "AK-ts", "SK"), "eu-west-1")
+    factory = s._session.get_component("response_parser_factory")
+    assert factory.create_parser("rest-xml")._timestamp_parser is parse_timestamp
