@@ -14,7 +14,7 @@ The consumer's path re-queries the coordinator and retries instead.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from lakesink.errors import KafkaMetadataError
 
@@ -47,12 +47,28 @@ class KafkaClients:
     """An admin client and one never-subscribing consumer per group (:func:`consumer_conf`), made from one client
     config when first asked for and shared by the work of one task: a restore task's destination partitions
     each asked for both, and every client costs CPU to start (threads, connections, metadata) and to close.
+    What the task learned once through them is kept too (:meth:`topic`, :meth:`once`).
     :meth:`close` when the task ends."""
 
     def __init__(self, conf: Mapping[str, Any]):
         self.conf = client_conf(conf)
         self._admin: Any = None
         self._consumers: dict[str, Any] = {}
+        self._topics: dict[str, Any] = {}
+        self._done: set = set()
+
+    def topic(self, name: str, timeout_s: float) -> Any:
+        """The broker's metadata of topic ``name`` (``TopicMetadata``, or None when the broker does not know it), asked
+        for once per task: every destination partition of a restore task checks its topic."""
+        if name not in self._topics:
+            self._topics[name] = self.admin().list_topics(name, timeout=timeout_s).topics.get(name)
+        return self._topics[name]
+
+    def once(self, check: tuple, run: Callable[[], None]) -> None:
+        """Run ``run`` unless ``check`` already passed in this task (a check that raised runs again when asked)."""
+        if check not in self._done:
+            run()
+            self._done.add(check)
 
     def admin(self) -> Any:
         """The admin client (``confluent_kafka.admin.AdminClient``)."""

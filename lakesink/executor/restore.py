@@ -387,8 +387,10 @@ def restore_partition(name: str | None, topic: str, partition: int, objects: Ite
         conf["delivery.report.only.error"] = False
     shared = KafkaClients(conf) if clients is None else clients  # own clients are closed at the end
     admin = shared.admin()
-    check_group_idle(admin, group, timeout_s)
-    meta = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    # once per task (clients shared by its partitions): listing every group of the cluster and the topic's
+    # metadata per destination partition cost a 64-partition restore two round trips a partition
+    shared.once(("idle", group), lambda: check_group_idle(admin, group, timeout_s))
+    meta = shared.topic(topic, timeout_s)
     if router is not None and meta is not None and meta.error is None and len(meta.partitions) != router.num_partitions:
         raise RestoreRefusedError(f"{dest}: the destination topic has {len(meta.partitions)} partition(s) now, "
                                   f"the restore was planned for {router.num_partitions}; nothing was produced: run "

@@ -300,7 +300,8 @@ def test_a_task_restores_several_partitions_with_one_admin_client_and_one_progre
                                                                                             monkeypatch):
     """``restore_task`` given three destination partitions (the driver's task_groups): each gets every record
     once, through its own transactional producer (its own transactional.id: the fence), while the admin client
-    and the progress group's consumer are made once for the task and closed at its end; the next partition's
+    and the progress group's consumer are made once for the task and closed at its end, and the task checks once
+    that the progress group is idle and what the topic is; the next partition's
     producer runs its init_transactions while the partition before it is restored (ProducerStarts), and the
     partition's progress is read only after it. Real clients on the real broker, only counted and logged."""
     import confluent_kafka
@@ -355,11 +356,17 @@ def test_a_task_restores_several_partitions_with_one_admin_client_and_one_progre
         made["AdminClient"].append(self)
 
     monkeypatch.setattr(confluent_kafka.admin.AdminClient, "__init__", counted_admin)
+    asked: list[str] = []
+    for method in ("list_consumer_groups", "list_topics"):  # the group's idle check, the topic's metadata
+        real = getattr(confluent_kafka.admin.AdminClient, method)
+        monkeypatch.setattr(confluent_kafka.admin.AdminClient, method,
+                            lambda self, *a, _m=method, _r=real, **kw: asked.append(_m) or _r(self, *a, **kw))
     out = [json.loads(b.column(0)[0].as_py()) for b in restore_task(
         [0, 1, 2], jobs, task_parts(cfg), name, {"bootstrap.servers": kafka.bootstrap_servers}, NO_CUT,
         {"timeout_s": 30.0, "again": False})]
     assert [(r["id"], r["produced"]) for r in out] == [(0, N), (1, N), (2, N)]
     assert [len(made[k]) for k in ("AdminClient", "Consumer", "Producer")] == [1, 1, 3]
+    assert sorted(asked) == ["list_consumer_groups", "list_topics"]  # once for the task, not per partition
     for p in (1, 2):  # started while the partition before it was restored: before that one's last commit ended
         last_commit = max(i for i, c in enumerate(calls) if c == (p - 1, "commit_transaction", "end"))
         assert calls.index((p, "init_transactions", "start")) < last_commit, calls
