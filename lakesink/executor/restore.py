@@ -251,7 +251,13 @@ class _Txn:
 
     def on_delivery(self, err, msg) -> None:
         if err is not None:
-            self.errors.append((err, msg.offset() if msg is not None else None))
+            try:
+                offset = msg.offset() if msg is not None else None
+            except SystemError:
+                # a fenced producer's flush() can serve this callback with its fatal error already raised: the
+                # message's methods then fail, and flush() raises that error when the callback returns
+                offset = None
+            self.errors.append((err, offset))
 
     def begin(self) -> None:
         if not self.open:
