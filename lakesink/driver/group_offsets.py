@@ -74,9 +74,17 @@ class GroupCapture:
         return self._admin
 
     def partitions(self, timeout_s: float) -> list[tuple[str, int]]:
-        """The partitions of the topics the job archives, as the cluster has them now."""
-        meta = self.admin().list_topics(timeout=timeout_s)
-        return sorted((t, p) for t, tm in meta.topics.items() if self.archived(t) and tm.error is None
+        """The partitions of the topics the job archives, as the cluster has them now: the metadata of the topics
+        the job names (one request each), of every topic of the cluster only when ``topics.regex`` may match one
+        created since (a listing a large cluster answers with thousands of topics, after every batch)."""
+        admin = self.admin()
+        if self.cfg.topics_regex:
+            topics = admin.list_topics(timeout=timeout_s).topics
+        else:
+            topics = {}
+            for name in sorted(set(self.cfg.topics or ())):
+                topics.update(admin.list_topics(name, timeout=timeout_s).topics)
+        return sorted((t, p) for t, tm in topics.items() if self.archived(t) and tm.error is None
                       for p in tm.partitions)
 
     def record(self, batch_id: int, run_id: str, committed: bool) -> str | None:

@@ -304,3 +304,27 @@ def test_groups_on_the_spark_runner(spark, kafka, archive):
     assert rep.produced == 2 * (N - OLD)
     assert consume_committed(kafka, "g-half", dest) == {0: [value(0, i) for i in range(35, N)],
                                                         1: [value(1, i) for i in range(OLD, N)]}
+
+
+@pytest.mark.parametrize("regex", [False, True], ids=["named-topics", "topics-regex"])
+def test_group_capture_asks_for_the_named_topics_alone(kafka, archive, monkeypatch, regex):
+    """After each batch the capture reads the partitions of the job's topics: a job that names its topics asks the
+    broker for those topics' metadata alone, never for every topic of the cluster; a ``topics.regex`` job lists
+    them all (a topic created since may match). Both find the same partitions. The real broker, calls counted."""
+    import dataclasses
+
+    from confluent_kafka.admin import AdminClient
+
+    from lakesink.driver.group_offsets import GroupCapture
+
+    cfg, topic, _cut = archive
+    other = f"groups-other-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(other, partitions=3)  # on the cluster, not the job's
+    if regex:
+        cfg = dataclasses.replace(cfg, topics=(), topics_regex=topic.replace("-", "[-]"))
+    asked: list = []
+    real = AdminClient.list_topics
+    monkeypatch.setattr(AdminClient, "list_topics", lambda self, *a, **kw: asked.append(a[:1]) or real(self, *a, **kw))
+    got = GroupCapture(cfg).partitions(30.0)
+    assert got == [(topic, 0), (topic, 1)]
+    assert asked == ([()] if regex else [(topic,)])
