@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                     got[name].setdefault(k, []).append(v)
     finally:
         s3.stop()
-    print(f"\n| request | lakesink ms CPU | boto3 ms CPU | lakesink / boto3 |\n|---|---:|---:|---:|")
+    print("\n| request | lakesink ms CPU | boto3 ms CPU | lakesink / boto3 |\n|---|---:|---:|---:|")
     for k in got["lakesink"]:
         m, b = statistics.median(got["lakesink"][k]), statistics.median(got["boto3"][k])
         print(f"| {k}{f' ({a.keys:,} keys)' if 'List' in k else ''} | {m:.2f} | {b:.2f} | {m / b:.2f}x |")
