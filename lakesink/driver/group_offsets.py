@@ -55,9 +55,6 @@ class GroupCapture:
         self.last: dict | None = None
         self._admin = None
         self.conf: dict = {}
-        topics = set(cfg.topics or ())
-        pattern = re.compile(cfg.topics_regex) if cfg.topics_regex else None
-        self.archived = lambda t: t in topics or (pattern is not None and pattern.fullmatch(t) is not None)
 
     @staticmethod
     def wanted(cfg: Any) -> bool:
@@ -73,26 +70,13 @@ class GroupCapture:
             self._admin = AdminClient(self.conf)
         return self._admin
 
-    def partitions(self, timeout_s: float) -> list[tuple[str, int]]:
-        """The partitions of the topics the job archives, as the cluster has them now: the metadata of the topics
-        the job names (one request each), of every topic of the cluster only when ``topics.regex`` may match one
-        created since (a listing a large cluster answers with thousands of topics, after every batch)."""
-        admin = self.admin()
-        if self.cfg.topics_regex:
-            topics = admin.list_topics(timeout=timeout_s).topics
-        else:
-            topics = {}
-            for name in sorted(set(self.cfg.topics or ())):
-                topics.update(admin.list_topics(name, timeout=timeout_s).topics)
-        return sorted((t, p) for t, tm in topics.items() if self.archived(t) and tm.error is None
-                      for p in tm.partitions)
-
-    def record(self, batch_id: int, run_id: str, committed: bool) -> str | None:
-        """Read and append the groups' offsets; a warning line instead of an exception (None: recorded, or
-        nothing moved since the last record of this run and the batch committed nothing)."""
+    def record(self, batch_id: int, run_id: str, committed: bool, partitions: list[tuple[str, int]]) -> str | None:
+        """Read and append the groups' offsets on ``partitions`` (the batch's: its Kafka snapshot's, so the topics
+        are not asked for again); a warning line instead of an exception (None: recorded, or nothing moved since
+        the last record of this run and the batch committed nothing)."""
         try:
             timeout_s = self.cfg.kafka_retry_deadline_ms / 1000.0
-            parts = self.partitions(timeout_s)
+            parts = sorted(partitions)
             seen = read_group_offsets(self.admin(), self.conf, tuple(self.cfg.consumer_groups),
                                       self.cfg.consumer_groups_regex, parts, timeout_s)
             if not committed and seen == self.last:

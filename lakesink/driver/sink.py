@@ -319,7 +319,7 @@ class SinkJob:
             result.metrics_warning = write_batch_metrics(self.cfg, result, wiring.s3_settings(self.cfg),
                                                          lambda: self.spark)
         if self.groups is not None:  # after the commit, best effort (lakesink.driver.group_offsets)
-            self.groups.record(batch_id, self.run_id, bool(rows))
+            self.groups.record(batch_id, self.run_id, bool(rows), list(ksnap.bounds))
         return result
 
     def _resolve_pending(self, produced: list[ArchivedRow]) -> list[ManifestRow]:

@@ -306,25 +306,24 @@ def test_groups_on_the_spark_runner(spark, kafka, archive):
                                                         1: [value(1, i) for i in range(OLD, N)]}
 
 
-@pytest.mark.parametrize("regex", [False, True], ids=["named-topics", "topics-regex"])
-def test_group_capture_asks_for_the_named_topics_alone(kafka, archive, monkeypatch, regex):
-    """After each batch the capture reads the partitions of the job's topics: a job that names its topics asks the
-    broker for those topics' metadata alone, never for every topic of the cluster; a ``topics.regex`` job lists
-    them all (a topic created since may match). Both find the same partitions. The real broker, calls counted."""
-    import dataclasses
-
+def test_group_capture_takes_the_batchs_partitions_without_asking_for_topics_again(kafka, s3, archive, local_runner,
+                                                                                   monkeypatch):
+    """A batch lists the cluster's topics once, to plan (``KafkaMetadata.resolve_topics``); the capture of the
+    groups' offsets after it reads the partitions of that batch's snapshot, and asks the broker for no topic
+    metadata of its own. The real broker and endpoint, calls counted; the offsets recorded are the groups'."""
     from confluent_kafka.admin import AdminClient
 
-    from lakesink.driver.group_offsets import GroupCapture
+    from lakesink.manifest.groups import GroupsTable, groups_location, latest_offsets
 
     cfg, topic, _cut = archive
-    other = f"groups-other-{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(other, partitions=3)  # on the cluster, not the job's
-    if regex:
-        cfg = dataclasses.replace(cfg, topics=(), topics_regex=topic.replace("-", "[-]"))
+    before = GroupsTable(groups_location(cfg.manifest_location), s3.s3_settings()).arrow().num_rows
     asked: list = []
     real = AdminClient.list_topics
     monkeypatch.setattr(AdminClient, "list_topics", lambda self, *a, **kw: asked.append(a[:1]) or real(self, *a, **kw))
-    got = GroupCapture(cfg).partitions(30.0)
-    assert got == [(topic, 0), (topic, 1)]
-    assert asked == ([()] if regex else [(topic,)])
+    job = SinkJob(no_spark, cfg, runner=local_runner)  # a new run: it records the groups once even with no records
+    assert job.run_batch(flush_tail=True).records == 0
+    assert asked == [()]  # the batch's own listing, no other
+    table = GroupsTable(groups_location(cfg.manifest_location), s3.s3_settings()).arrow()
+    assert table.num_rows == before + 3  # this run's observation of the three (group, partition) offsets
+    got = {k: v["committed_offset"] for k, v in latest_offsets(table, cfg.name).items()}
+    assert got == {("g-half", topic, 0): 35, ("g-half", topic, 1): 10, ("g-done", topic, 0): N}
