@@ -230,7 +230,7 @@ def parse_timestamp(value: Any) -> Any:
     the standard library; anything else by botocore's own. Same instant, timezone-aware; botocore's goes through
     ``dateutil``, which cost a listing more CPU for its dates than for the rest of its parsing
     (``bench/results/requests.md``)."""
-    if isinstance(value, str) and len(value) < 40:
+    if isinstance(value, str):
         try:
             if value.endswith("Z") and value[10:11] == "T":
                 from datetime import datetime
@@ -240,7 +240,7 @@ def parse_timestamp(value: Any) -> Any:
                 from email.utils import parsedate_to_datetime
 
                 return parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError):
             pass  # not quite either form: botocore's parser decides
     from botocore.utils import parse_timestamp as botocore_parse
 
