@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import fastavro
 import pytest
@@ -269,14 +270,16 @@ def test_time_partitioned_columnar_equals_the_record_path(spark, kafka, s3, topi
 
     kafka.create_topic(topic_name, partitions=2)
     ny = ZoneInfo("America/New_York")
-    midnight = datetime.now(ny).replace(hour=0, minute=0, second=0, microsecond=0)  # the last one: retention keeps it
+    # the last local midnight whose records (up to ~7 h after it) are all in the past: the broker refuses a
+    # CreateTime more than an hour ahead (log.message.timestamp.after.max.ms), and retention keeps a day-old one
+    midnight = (datetime.now(ny) - timedelta(hours=9)).replace(hour=0, minute=0, second=0, microsecond=0)
     at = int((midnight - timedelta(hours=2)).timestamp() * 1000)
     steps = [0, 4 * 60_000, 9 * 60_000, -7 * 60_000, 25 * 60_000, 1, 0, -50 * 60_000, 40 * 60_000, 13 * 60_000]
     ts = []
     for i in range(160):
         at += steps[(i * 7) % len(steps)]
         ts.append(at)
-    assert ts[0] < midnight.timestamp() * 1000 < ts[-1]
+    assert ts[0] < midnight.timestamp() * 1000 < ts[-1] < time.time() * 1000
     payloads = json_payloads(160)
     produce(kafka, topic_name, payloads[:120], partition_of=lambda i: i % 2, headers=False, timestamps=ts[:120])
     cfgs, engines = {}, {"spark": None, "local": local_tasks, "record": local_tasks}
