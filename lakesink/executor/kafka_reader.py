@@ -27,8 +27,10 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from lakesink.errors import KafkaReadError
+from lakesink.executor.kept_consumer import borrow
 
-__all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "arrow_schema",
+__all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "FETCH_WAIT_MAX_MS",
+           "arrow_schema",
            "headers_column", "consumer_config", "record_offsets", "read_range", "read_and_archive"]
 
 #: a read that makes no progress (no record, no end of range) for this long fails the task; the sink passes
@@ -47,6 +49,11 @@ POLL_TIMEOUT_S = 0.05
 #: ``queued.min.messages`` the fetcher pauses this long, and librdkafka's 1000 ms default left the archiver
 #: idle for most of that pause (measured by hand, 250,000 records of 200 B: 1.5-2.9 s with it, 1.5-1.6 s at 50 ms)
 FETCH_QUEUE_BACKOFF_MS = 50
+#: librdkafka's ``fetch.wait.max.ms`` unless the config sets it: how long the broker holds a fetch that finds no new
+#: record. A read's prefetch reaches the end of the log before the read ends, and a worker's kept consumer
+#: (lakesink.executor.kept_consumer) can fetch its next range only once that fetch has come back: at librdkafka's
+#: 500 ms default each reassignment waited for it
+FETCH_WAIT_MAX_MS = 10
 
 
 def arrow_schema(key: bool, topic: bool, headers: bool, ts_type: bool = False):
@@ -85,6 +92,7 @@ def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str
     conf: dict[str, Any] = dict(librdkafka_options(kafka_options)[0])
     conf.setdefault("group.id", group_id)  # required by librdkafka; never joined, never committed to
     conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
+    conf.setdefault("fetch.wait.max.ms", FETCH_WAIT_MAX_MS)
     conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True,
                  "auto.offset.reset": "error"})
     return conf
@@ -93,14 +101,17 @@ def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)  # a (type, timestamp) pair's parts
 
 
-def record_offsets(msgs: list, position: int) -> list[int] | None:
-    """The offsets of ``msgs`` when every one is a record and they ascend from ``position`` on, else None
-    (an event, or an order :func:`read_range` must reject, which its per-message loop names)."""
+def record_offsets(msgs: list, position: int, partition: int | None = None) -> list[int] | None:
+    """The offsets of ``msgs`` when every one is a record (of ``partition``, when given) and they ascend from
+    ``position`` on, else None (an event, a message of another partition, or an order :func:`read_range` must
+    reject: its per-message loop sorts them out)."""
     if not msgs:
         return None
     cls = type(msgs[0])  # a batch's messages share their class: its methods mapped, no Python loop per message
     # identity, not list.count(None): KafkaError's == raises on None
     if not all(map(operator.is_, map(cls.error, msgs), itertools.repeat(None))):
+        return None
+    if partition is not None and not all(map(operator.eq, map(cls.partition, msgs), itertools.repeat(partition))):
         return None
     offs = list(map(cls.offset, msgs))
     if offs[0] < position or not all(map(operator.lt, offs, offs[1:])):
@@ -134,10 +145,11 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         causes.append(err)
         watch(err)
 
-    try:
-        consumer = (consumer_factory or Consumer)({**conf, "error_cb": on_error})
+    try:  # a worker's kept consumer, reassigned (lakesink.executor.kept_consumer), or a new one
+        loan = borrow(conf, topic, consumer_factory or Consumer, on_error)
     except KafkaException as e:
         raise KafkaReadError(f"{tp}: cannot create a Kafka consumer: {e.args[0].str() if e.args else e}") from None
+    consumer, clean = loan.consumer, False
     EOF = KafkaError._PARTITION_EOF
     values: list = []
     offsets: list = []
@@ -176,7 +188,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                 why = failure.message if failure is not None else fatal[0].str()
                 raise KafkaReadError(f"{tp}: reading [{start}, {end}) failed at offset {position}: {why}")
             read_before = position
-            offs = record_offsets(msgs, position)
+            offs = record_offsets(msgs, position, partition)
             if offs is not None:  # records only, in order: taken a column at a time
                 cut = bisect.bisect_left(offs, end)
                 if cut < len(offs):
@@ -196,7 +208,9 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                     if headers:
                         hdrs += map(cls.headers, msgs)
                 msgs = ()
-            for m in msgs:  # events among the records, or offsets out of order: one at a time
+            for m in msgs:  # events among the records, offsets out of order, another partition: one at a time
+                if m.partition() not in (partition, None):  # fetched for a kept consumer's previous assignment
+                    continue
                 err = m.error()
                 if err is not None:
                     if err.code() == EOF:
@@ -242,8 +256,9 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
                 last_progress = last_flush = clock()  # the archiver's time is not the broker's
         if offsets:
             yield flush()
+        clean = True
     finally:
-        consumer.close()
+        loan.give_back(clean)
 
 
 def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]], parts, ctx, plans: dict,

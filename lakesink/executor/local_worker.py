@@ -97,7 +97,11 @@ def run_task(message: bytes) -> tuple[str, Any]:
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """Serve tasks from ``inp`` until it closes, then end this process."""
+    """Serve tasks from ``inp`` until it closes, then end this process. Its Kafka consumers are kept from one task
+    to the next (:mod:`lakesink.executor.kept_consumer`): the process ends with its run."""
+    from lakesink.executor.kept_consumer import keep_consumers
+
+    keep_consumers()
     try:
         write_frame(out, pickle.dumps(("ready", os.getpid())))
     except OSError:

@@ -10,10 +10,14 @@ Seen = tuple[int, Any]
 
 
 class Msg:
-    """A consumed message at ``offset`` (value ``b"v"``, CreateTime 1000 + offset) carrying ``error``, if any."""
+    """A consumed message of ``partition`` at ``offset`` (value ``b"v"``, CreateTime 1000 + offset) carrying
+    ``error``, if any."""
 
-    def __init__(self, offset: int, error=None):
-        self._offset, self._error = offset, error
+    def __init__(self, offset: int, error=None, partition: int = 0):
+        self._offset, self._error, self._partition = offset, error, partition
+
+    def partition(self):
+        return self._partition
 
     def error(self):
         return self._error

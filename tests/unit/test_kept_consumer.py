@@ -1,0 +1,145 @@
+"""A local worker's Kafka consumer kept from one read to the next (lakesink.executor.kept_consumer): reused only
+for the same settings and topic after a clean read, never carrying a message of its previous assignment into the
+next read. Scripted consumers stand in for librdkafka (the real broker's case is in
+tests/integration/test_kept_consumer_broker.py)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from confluent_kafka import KafkaError
+from support.consumers import Msg
+
+from lakesink.errors import KafkaReadError
+from lakesink.executor import kept_consumer
+from lakesink.executor.kafka_reader import read_range
+
+
+class _Scripted:
+    """Answers each ``consume`` with the next scripted list (then nothing); records its calls."""
+
+    def __init__(self, script: list[list[Msg]]):
+        self.script = list(script)
+        self.assigned: list = []
+        self.unassigned = 0
+        self.closed = False
+
+    def assign(self, parts):
+        self.assigned.append([(p.topic, p.partition, p.offset) for p in parts])
+
+    def unassign(self):
+        self.unassigned += 1
+
+    def consume(self, num_messages: int, timeout: float):
+        return self.script.pop(0) if self.script else []
+
+    def close(self):
+        self.closed = True
+
+
+class _Factory:
+    """A consumer factory that hands out the given consumers in turn, each given a script for each read."""
+
+    def __init__(self, *consumers: _Scripted):
+        self.consumers, self.made = list(consumers), []
+
+    def __call__(self, conf):
+        c = self.consumers.pop(0)
+        self.made.append((c, conf))
+        return c
+
+
+@pytest.fixture
+def keeping():
+    kept_consumer.keep_consumers()
+    yield
+    kept_consumer.keep_consumers(False)
+
+
+def _offsets(batches) -> list[tuple[int, int]]:
+    return [(p, o) for b in batches for p, o in zip(b.column("partition").to_pylist(), b.column("offset").to_pylist())]
+
+
+def test_a_clean_read_gives_its_consumer_to_the_next_read_of_the_same_topic(keeping):
+    c = _Scripted([[Msg(0), Msg(1)], [Msg(5, partition=1), Msg(6, partition=1)]])
+    factory = _Factory(c)
+    assert _offsets(read_range({}, "t", 0, 0, 2, consumer_factory=factory)) == [(0, 0), (0, 1)]
+    assert kept_consumer.kept() == 1 and c.unassigned == 1 and not c.closed
+    assert _offsets(read_range({}, "t", 1, 5, 7, consumer_factory=factory)) == [(1, 5), (1, 6)]
+    assert len(factory.made) == 1 and c.assigned == [[("t", 0, 0)], [("t", 1, 5)]]
+    kept_consumer.keep_consumers(False)  # stopping closes what is kept
+    assert c.closed and kept_consumer.kept() == 0
+
+
+def test_messages_of_the_previous_assignment_are_never_taken(keeping):
+    # the consumer read t-0 [0, 3); its fetch of t-0 went on past 3, and those messages (and t-0's end event, at
+    # an offset past the next range's end) may still come after it is reassigned to t-1 [0, 3)
+    c = _Scripted([[Msg(0), Msg(1), Msg(2)],
+                   [Msg(3), Msg(4)],  # t-0's, in a batch of their own: the batch path
+                   [Msg(5), Msg(0, partition=1), Msg(1, partition=1)],  # mixed: the per-message loop
+                   [Msg(9, KafkaError(KafkaError._PARTITION_EOF))],  # t-0's end event: must not end t-1's read
+                   [Msg(2, partition=1)]])
+    factory = _Factory(c)
+    assert _offsets(read_range({}, "t", 0, 0, 3, consumer_factory=factory)) == [(0, 0), (0, 1), (0, 2)]
+    assert _offsets(read_range({}, "t", 1, 0, 3, consumer_factory=factory)) == [(1, 0), (1, 1), (1, 2)]
+    assert len(factory.made) == 1
+
+
+def test_another_topic_or_other_settings_get_a_new_consumer_and_the_kept_one_is_closed(keeping):
+    a, b, c = _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]])
+    factory = _Factory(a, b, c)
+    read = lambda conf, topic: _offsets(read_range(conf, topic, 0, 0, 1, consumer_factory=factory))  # noqa: E731
+    assert read({"group.id": "g"}, "t") == [(0, 0)]
+    assert read({"group.id": "g"}, "u") == [(0, 0)]  # another topic: a new consumer
+    assert a.closed and not b.closed
+    assert read({"group.id": "h"}, "u") == [(0, 0)]  # other settings: a new consumer
+    assert b.closed and len(factory.made) == 3 and kept_consumer.kept() == 1
+
+
+def test_a_failed_read_closes_its_consumer_and_the_next_read_gets_a_new_one(keeping):
+    bad = _Scripted([[Msg(0), Msg(1)], [Msg(7, KafkaError(KafkaError.OFFSET_OUT_OF_RANGE))]])
+    good = _Scripted([[Msg(0), Msg(1), Msg(2)]])
+    factory = _Factory(bad, good)
+    with pytest.raises(KafkaReadError, match=r"^t-0: reading \[0, 3\) failed at offset 2"):
+        list(read_range({}, "t", 0, 0, 3, consumer_factory=factory))
+    assert bad.closed and kept_consumer.kept() == 0
+    assert _offsets(read_range({}, "t", 0, 0, 3, consumer_factory=factory)) == [(0, 0), (0, 1), (0, 2)]
+    assert len(factory.made) == 2
+
+
+def test_an_abandoned_read_closes_its_consumer(keeping):
+    c = _Scripted([[Msg(i) for i in range(10)]])
+    reader = read_range({}, "t", 0, 0, 100, rows_per_batch=5, consumer_factory=_Factory(c))
+    next(reader)
+    reader.close()  # the archiver stopped taking batches (its own failure)
+    assert c.closed and kept_consumer.kept() == 0
+
+
+def test_a_consumer_that_saw_a_fatal_error_while_kept_is_not_lent_again(keeping):
+    first, second = _Scripted([[Msg(0)]]), _Scripted([[Msg(1)]])
+    factory = _Factory(first, second)
+    list(read_range({}, "t", 0, 0, 1, consumer_factory=factory))
+    error_cb = factory.made[0][1]["error_cb"]
+    error_cb(KafkaError(KafkaError._FENCED, fatal=True))  # between reads: nobody holds the consumer
+    list(read_range({}, "t", 0, 1, 2, consumer_factory=factory))
+    assert first.closed and len(factory.made) == 2
+
+
+def test_without_keeping_every_read_closes_its_consumer():
+    a, b = _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]])
+    factory = _Factory(a, b)
+    for _ in range(2):
+        list(read_range({}, "t", 0, 0, 1, consumer_factory=factory))
+    assert a.closed and b.closed and len(factory.made) == 2 and kept_consumer.kept() == 0
+
+
+def test_a_forked_child_does_not_inherit_the_kept_consumer(keeping):
+    c = _Scripted([[Msg(0)]])
+    list(read_range({}, "t", 0, 0, 1, consumer_factory=_Factory(c)))
+    assert kept_consumer.kept() == 1
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's consumer (librdkafka's threads are the parent's) is not its to use
+        os._exit(0 if kept_consumer.kept() == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert kept_consumer.kept() == 1  # the parent keeps it
