@@ -9,8 +9,11 @@ One devstack KafkaBroker with a PLAINTEXT and a SASL_SSL listener (SCRAM-SHA-512
 default is 1M records over 64 partitions, ``bench/scale.py``'s wide shape). Per round and listener, in turn:
 ``lakesink.executor.kafka_reader.read_range`` over every partition, one range each (what the sink's tasks read),
 first with a consumer per range, then with kept consumers, in this process, with the cyclic GC off as in a sink
-task. CPU is this process's user+system time (``resource.getrusage``: librdkafka's threads included; the broker's
-own CPU is not counted). Printed: ms of CPU per partition read (medians of the rounds), the ratio kept / per
+task. Both with ``kafka.fetch.max.wait.ms`` 10: a kept consumer is lent again only once the fetch its last read
+left at the broker has come back (up to ``fetch.wait.max.ms``, librdkafka's default 500 ms), and here the reads
+follow each other with nothing between them, where a sink's task archives each range before the next. CPU is this
+process's user+system time (``resource.getrusage``: librdkafka's threads included; the broker's own CPU is not
+counted). Printed: ms of CPU per partition read (medians of the rounds), the ratio kept / per
 range, and the wall time per partition. Nothing is asserted.
 """
 from __future__ import annotations
@@ -67,9 +70,11 @@ def main(argv=None) -> int:
                                key=bench_sink.record_key, headers=bench_sink.record_headers)
         finally:
             bench_sink.PARTITIONS = saved
+        wait = {"fetch.max.wait.ms": "10"}
         secured = {k.removeprefix("kafka."): v for k, v in broker.client_options().items()}
-        listeners = {"PLAINTEXT": consumer_config({"bootstrap.servers": broker.bootstrap_servers}, "bench-consumers"),
-                     "SASL_SSL": consumer_config(secured, "bench-consumers")}
+        listeners = {"PLAINTEXT": consumer_config({"bootstrap.servers": broker.bootstrap_servers, **wait},
+                                                  "bench-consumers"),
+                     "SASL_SSL": consumer_config({**secured, **wait}, "bench-consumers")}
         gc.disable()  # as in a sink task (lakesink.executor.task.archive_partitions)
         for _ in range(a.rounds):
             for listener, conf in listeners.items():

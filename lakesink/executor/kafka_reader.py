@@ -29,8 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from lakesink.errors import KafkaReadError
 from lakesink.executor.kept_consumer import borrow
 
-__all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "FETCH_WAIT_MAX_MS",
-           "arrow_schema",
+__all__ = ["STALL_TIMEOUT_S", "ROWS_PER_BATCH", "POLL_TIMEOUT_S", "FETCH_QUEUE_BACKOFF_MS", "arrow_schema",
            "headers_column", "consumer_config", "record_offsets", "read_range", "read_and_archive"]
 
 #: a read that makes no progress (no record, no end of range) for this long fails the task; the sink passes
@@ -49,11 +48,6 @@ POLL_TIMEOUT_S = 0.05
 #: ``queued.min.messages`` the fetcher pauses this long, and librdkafka's 1000 ms default left the archiver
 #: idle for most of that pause (measured by hand, 250,000 records of 200 B: 1.5-2.9 s with it, 1.5-1.6 s at 50 ms)
 FETCH_QUEUE_BACKOFF_MS = 50
-#: librdkafka's ``fetch.wait.max.ms`` unless the config sets it: how long the broker holds a fetch that finds no new
-#: record. A read's prefetch reaches the end of the log before the read ends, and a worker's kept consumer
-#: (lakesink.executor.kept_consumer) can fetch its next range only once that fetch has come back: at librdkafka's
-#: 500 ms default each reassignment waited for it
-FETCH_WAIT_MAX_MS = 10
 
 
 def arrow_schema(key: bool, topic: bool, headers: bool, ts_type: bool = False):
@@ -92,7 +86,6 @@ def consumer_config(kafka_options: Mapping[str, str], group_id: str) -> dict[str
     conf: dict[str, Any] = dict(librdkafka_options(kafka_options)[0])
     conf.setdefault("group.id", group_id)  # required by librdkafka; never joined, never committed to
     conf.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
-    conf.setdefault("fetch.wait.max.ms", FETCH_WAIT_MAX_MS)
     conf.update({"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True,
                  "auto.offset.reset": "error"})
     return conf
@@ -146,7 +139,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
         watch(err)
 
     try:  # a worker's kept consumer, reassigned (lakesink.executor.kept_consumer), or a new one
-        loan = borrow(conf, topic, consumer_factory or Consumer, on_error)
+        loan = borrow(conf, topic, consumer_factory or Consumer, on_error, clock)
     except KafkaException as e:
         raise KafkaReadError(f"{tp}: cannot create a Kafka consumer: {e.args[0].str() if e.args else e}") from None
     consumer, clean = loan.consumer, False
@@ -258,7 +251,7 @@ def read_range(conf: Mapping[str, Any], topic: str, partition: int, start: int, 
             yield flush()
         clean = True
     finally:
-        loan.give_back(clean)
+        loan.give_back(clean, clock)
 
 
 def read_and_archive(ids: Iterable[int], ranges: list[tuple[str, int, int, int]], parts, ctx, plans: dict,

@@ -5,9 +5,15 @@ the partition leaders and the group coordinator (librdkafka needs a ``group.id``
 even for a consumer that only assigns), the metadata, and on close the same torn down. With one consumer per
 planned range, a sink of 64 partitions paid it 64 times where one of 4 partitions paid it 4 times
 (``bench/scale.py``). A local worker process (:func:`lakesink.executor.local_worker.serve`) calls
-:func:`keep_consumers`: from then on each thread of it keeps the consumer of its last read, unassigned, and the
-next read with the same settings and topic reassigns it to its own range. Spark's Python workers do not keep
-one: their lifetime is the cluster's, not the run's.
+:func:`keep_consumers`: from then on each thread of it keeps the consumers of its last reads, unassigned, and the
+next read with the same settings and topic reassigns one of them to its own range. Spark's Python workers do not
+keep any: their lifetime is the cluster's, not the run's.
+
+A consumer is lent again only once ``fetch.wait.max.ms`` has passed since its read ended. A read's prefetch reaches
+the end of the log before the read ends, and the broker holds that last fetch up to ``fetch.wait.max.ms``
+(librdkafka's 500 ms default); librdkafka sends a consumer's next fetch only when it has come back, so a consumer
+reassigned sooner would wait for it. A read that finds none ready makes a new one, and a thread keeps at most
+:data:`MAX_KEPT`: short ranges rotate over a few consumers, long ones reuse one.
 
 A consumer goes back only after a read that ended cleanly; a failed or abandoned read closes it, and so does one
 that reported a fatal error while it was kept. The reader skips any message of another partition (one fetched
@@ -19,25 +25,34 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from typing import Any, Callable
 
-__all__ = ["keep_consumers", "keeping", "kept", "borrow", "Loan"]
+__all__ = ["MAX_KEPT", "keep_consumers", "keeping", "kept", "borrow", "Loan"]
+
+#: consumers one thread keeps at most (the oldest is closed): enough for ranges read in a fraction of
+#: ``fetch.wait.max.ms`` each to rotate without making a new one
+MAX_KEPT = 8
+#: librdkafka's ``fetch.wait.max.ms`` default, and a margin for the fetch's round trip (seconds)
+FETCH_WAIT_DEFAULT_S = 0.5
+FETCH_RETURN_MARGIN_S = 0.05
 
 _KEEPING = False
-#: thread id -> the consumer its last clean read gave back
-_KEPT: dict[int, "Loan"] = {}
+#: thread id -> the consumers its clean reads gave back, oldest first
+_KEPT: dict[int, list["Loan"]] = {}
 #: consumers kept by a parent process before a fork: never used, never freed in the child (closing or freeing
 #: them there would wait for librdkafka threads that only the parent has)
 _ORPHANS: list["Loan"] = []
 
 
 def keep_consumers(on: bool = True) -> None:
-    """Keep each thread's consumer between reads in this process (``on``), or close the kept ones and stop."""
+    """Keep each thread's consumers between reads in this process (``on``), or close the kept ones and stop."""
     global _KEEPING
     _KEEPING = on
     if not on:
-        for loan in list(_KEPT.values()):
-            loan.close()
+        for pool in list(_KEPT.values()):
+            for loan in pool:
+                loan.close()
         _KEPT.clear()
 
 
@@ -47,8 +62,8 @@ def keeping() -> bool:
 
 
 def kept() -> int:
-    """How many consumers this process keeps now (one at most per thread)."""
-    return len(_KEPT)
+    """How many consumers this process keeps now (at most :data:`MAX_KEPT` per thread)."""
+    return sum(len(pool) for pool in _KEPT.values())
 
 
 class _Relay:
@@ -71,17 +86,20 @@ class _Relay:
 
 @dataclasses.dataclass
 class Loan:
-    """A consumer lent to one read: ``consumer``, made by ``factory`` from settings ``key``, for ``topic``."""
+    """A consumer lent to one read: ``consumer``, made by ``factory`` from settings ``key``, for ``topic``;
+    ``fetch_wait_s`` its ``fetch.wait.max.ms``; ``ready_at`` when it may be lent again (``clock`` time)."""
 
     consumer: Any
     relay: _Relay
     key: Any
     topic: str
+    fetch_wait_s: float
     reused: bool = False
+    ready_at: float = 0.0
 
-    def give_back(self, clean: bool) -> None:
-        """End the read: after a ``clean`` one, keep the consumer (unassigned) for this thread's next read where
-        this process keeps consumers; else close it."""
+    def give_back(self, clean: bool, clock: Callable[[], float] = time.monotonic) -> None:
+        """End the read: after a ``clean`` one, keep the consumer (unassigned) for a later read of this thread
+        where this process keeps consumers; else close it."""
         self.relay.to = None
         if not (clean and _KEEPING and self.key is not None):
             self.close()
@@ -91,10 +109,11 @@ class Loan:
         except Exception:  # noqa: BLE001 - a consumer that cannot even unassign is not lent again
             self.close()
             return
-        previous = _KEPT.pop(threading.get_ident(), None)
-        if previous is not None and previous is not self:
-            previous.close()
-        _KEPT[threading.get_ident()] = self
+        self.ready_at = clock() + self.fetch_wait_s + FETCH_RETURN_MARGIN_S
+        pool = _KEPT.setdefault(threading.get_ident(), [])
+        pool.append(self)
+        while len(pool) > MAX_KEPT:
+            pool.pop(0).close()
 
     def close(self) -> None:
         """Close the consumer (its errors on the way out are of no use to anyone)."""
@@ -114,25 +133,39 @@ def _settings_key(conf: dict, factory: Callable) -> Any:
     return key
 
 
-def borrow(conf: dict, topic: str, factory: Callable[[dict], Any], on_error: Callable[[Any], None]) -> Loan:
-    """A consumer for one read of ``topic`` with settings ``conf``, its client errors going to ``on_error``: this
-    thread's kept one where it has the same settings, ``factory`` and topic and saw no fatal error, else a new one
-    (``factory({**conf, "error_cb": ...})``; its errors, e.g. KafkaException, propagate)."""
+def _fetch_wait_s(conf: dict) -> float:
+    try:
+        return max(0.0, float(conf["fetch.wait.max.ms"]) / 1000)
+    except (KeyError, TypeError, ValueError):
+        return FETCH_WAIT_DEFAULT_S
+
+
+def borrow(conf: dict, topic: str, factory: Callable[[dict], Any], on_error: Callable[[Any], None],
+           clock: Callable[[], float] = time.monotonic) -> Loan:
+    """A consumer for one read of ``topic`` with settings ``conf``, its client errors going to ``on_error``: one this
+    thread keeps with the same settings, ``factory`` and topic, ready (``clock``) and with no fatal error seen, else a
+    new one (``factory({**conf, "error_cb": ...})``; its errors, e.g. KafkaException, propagate). Kept consumers of
+    other settings (an earlier run's) or with a fatal error are closed."""
     key = _settings_key(conf, factory) if _KEEPING else None
-    kept = _KEPT.pop(threading.get_ident(), None)
-    if kept is not None:
-        if key is not None and kept.key == key and kept.topic == topic and not kept.relay.fatal_while_kept:
-            kept.relay.to, kept.reused = on_error, True
-            return kept
-        kept.close()
+    pool = _KEPT.get(threading.get_ident(), [])
+    for stale in [k for k in pool if k.key != key or k.relay.fatal_while_kept]:
+        pool.remove(stale)
+        stale.close()
+    now = clock()
+    for loan in pool:
+        if loan.topic == topic and loan.ready_at <= now:
+            pool.remove(loan)
+            loan.relay.to, loan.reused = on_error, True
+            return loan
     relay = _Relay()
     consumer = factory({**conf, "error_cb": relay})
     relay.to = on_error
-    return Loan(consumer, relay, key, topic)
+    return Loan(consumer, relay, key, topic, _fetch_wait_s(conf))
 
 
 def _after_fork_in_child() -> None:
-    _ORPHANS.extend(_KEPT.values())
+    for pool in _KEPT.values():
+        _ORPHANS.extend(pool)
     _KEPT.clear()
 
 

@@ -13,8 +13,8 @@ from support.consumers import Msg
 
 from lakesink.config import SinkConfig
 from lakesink.errors import KafkaReadError
-from lakesink.executor.kafka_reader import (FETCH_QUEUE_BACKOFF_MS, FETCH_WAIT_MAX_MS, POLL_TIMEOUT_S,
-                                          consumer_config, read_range, record_offsets)
+from lakesink.executor.kafka_reader import (FETCH_QUEUE_BACKOFF_MS, POLL_TIMEOUT_S, consumer_config, read_range,
+                                          record_offsets)
 
 
 class _ScriptedConsumer:
@@ -117,13 +117,6 @@ def test_the_fetch_queue_backoff_is_short_unless_the_config_sets_it():
     assert consumer_config({"bootstrap.servers": "b"}, "g")["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS <= 100
     assert consumer_config({"bootstrap.servers": "b", "fetch.queue.backoff.ms": "200"}, "g")[
         "fetch.queue.backoff.ms"] == "200"
-
-
-def test_the_fetch_wait_is_short_unless_the_config_sets_it():
-    # a kept consumer's next range waits for the fetch its last one left at the broker: at librdkafka's 500 ms
-    # default, every reassignment of a worker's consumer waited up to half a second
-    assert consumer_config({"bootstrap.servers": "b"}, "g")["fetch.wait.max.ms"] == FETCH_WAIT_MAX_MS <= 50
-    assert consumer_config({"bootstrap.servers": "b", "fetch.wait.max.ms": "100"}, "g")["fetch.wait.max.ms"] == "100"
 
 
 def test_record_offsets_takes_only_records_in_order_from_the_position():

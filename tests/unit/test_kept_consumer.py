@@ -1,7 +1,7 @@
-"""A local worker's Kafka consumer kept from one read to the next (lakesink.executor.kept_consumer): reused only
-for the same settings and topic after a clean read, never carrying a message of its previous assignment into the
-next read. Scripted consumers stand in for librdkafka (the real broker's case is in
-tests/integration/test_kept_consumer_broker.py)."""
+"""A local worker's Kafka consumers kept from one read to the next (lakesink.executor.kept_consumer): reused only
+for the same settings and topic after a clean read, once the fetch its last read left at the broker has come back,
+never carrying a message of its previous assignment into the next read. Scripted consumers stand in for
+librdkafka (the real broker's case is in tests/integration/test_kept_consumer_broker.py)."""
 from __future__ import annotations
 
 import os
@@ -49,6 +49,24 @@ class _Factory:
         return c
 
 
+class _Tick:
+    """A clock that moves ``step`` seconds each time it is read (reads far apart: every kept consumer is ready)."""
+
+    def __init__(self, step: float = 1.0):
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+_TICK = _Tick()  # one clock for every read that gives none: it only moves on
+
+
+def _read(conf, topic, part, start, end, factory, clock=None, **kw):
+    return _offsets(read_range(conf, topic, part, start, end, consumer_factory=factory, clock=clock or _TICK, **kw))
+
+
 @pytest.fixture
 def keeping():
     kept_consumer.keep_consumers()
@@ -63,9 +81,9 @@ def _offsets(batches) -> list[tuple[int, int]]:
 def test_a_clean_read_gives_its_consumer_to_the_next_read_of_the_same_topic(keeping):
     c = _Scripted([[Msg(0), Msg(1)], [Msg(5, partition=1), Msg(6, partition=1)]])
     factory = _Factory(c)
-    assert _offsets(read_range({}, "t", 0, 0, 2, consumer_factory=factory)) == [(0, 0), (0, 1)]
+    assert _read({}, "t", 0, 0, 2, factory) == [(0, 0), (0, 1)]
     assert kept_consumer.kept() == 1 and c.unassigned == 1 and not c.closed
-    assert _offsets(read_range({}, "t", 1, 5, 7, consumer_factory=factory)) == [(1, 5), (1, 6)]
+    assert _read({}, "t", 1, 5, 7, factory) == [(1, 5), (1, 6)]
     assert len(factory.made) == 1 and c.assigned == [[("t", 0, 0)], [("t", 1, 5)]]
     kept_consumer.keep_consumers(False)  # stopping closes what is kept
     assert c.closed and kept_consumer.kept() == 0
@@ -80,20 +98,37 @@ def test_messages_of_the_previous_assignment_are_never_taken(keeping):
                    [Msg(9, KafkaError(KafkaError._PARTITION_EOF))],  # t-0's end event: must not end t-1's read
                    [Msg(2, partition=1)]])
     factory = _Factory(c)
-    assert _offsets(read_range({}, "t", 0, 0, 3, consumer_factory=factory)) == [(0, 0), (0, 1), (0, 2)]
-    assert _offsets(read_range({}, "t", 1, 0, 3, consumer_factory=factory)) == [(1, 0), (1, 1), (1, 2)]
+    assert _read({}, "t", 0, 0, 3, factory) == [(0, 0), (0, 1), (0, 2)]
+    assert _read({}, "t", 1, 0, 3, factory) == [(1, 0), (1, 1), (1, 2)]
     assert len(factory.made) == 1
 
 
-def test_another_topic_or_other_settings_get_a_new_consumer_and_the_kept_one_is_closed(keeping):
-    a, b, c = _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]])
+def test_another_topic_gets_its_own_consumer_and_other_settings_close_the_kept_ones(keeping):
+    a, b, c = _Scripted([[Msg(0)], [Msg(1)]]), _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]])
     factory = _Factory(a, b, c)
-    read = lambda conf, topic: _offsets(read_range(conf, topic, 0, 0, 1, consumer_factory=factory))  # noqa: E731
-    assert read({"group.id": "g"}, "t") == [(0, 0)]
-    assert read({"group.id": "g"}, "u") == [(0, 0)]  # another topic: a new consumer
-    assert a.closed and not b.closed
-    assert read({"group.id": "h"}, "u") == [(0, 0)]  # other settings: a new consumer
-    assert b.closed and len(factory.made) == 3 and kept_consumer.kept() == 1
+    assert _read({"group.id": "g"}, "t", 0, 0, 1, factory) == [(0, 0)]
+    assert _read({"group.id": "g"}, "u", 0, 0, 1, factory) == [(0, 0)]  # another topic: a consumer of its own
+    assert kept_consumer.kept() == 2 and not a.closed
+    assert _read({"group.id": "g"}, "t", 0, 1, 2, factory) == [(0, 1)]  # t's consumer again
+    assert len(factory.made) == 2
+    assert _read({"group.id": "h"}, "u", 0, 0, 1, factory) == [(0, 0)]  # other settings (a new run): a new one
+    assert a.closed and b.closed and len(factory.made) == 3 and kept_consumer.kept() == 1
+
+
+def test_a_consumer_is_lent_again_only_once_its_last_fetch_has_come_back(keeping):
+    # the broker holds the fetch a read left at the end of the log up to fetch.wait.max.ms (here 200 ms), and the
+    # consumer's next fetch waits for it: until then a read gets another consumer, and a thread keeps a few at most
+    consumers = [_Scripted([[Msg(0)], [Msg(1)]]) for _ in range(kept_consumer.MAX_KEPT + 1)]
+    factory = _Factory(*consumers)
+    clock = _Tick(step=0.001)  # reads 1 ms apart on this clock
+    conf = {"fetch.wait.max.ms": 200}
+    for _ in range(kept_consumer.MAX_KEPT + 1):
+        assert _read(conf, "t", 0, 0, 1, factory, clock) == [(0, 0)]
+    assert len(factory.made) == kept_consumer.MAX_KEPT + 1  # none was ready: a new consumer each
+    assert consumers[0].closed and kept_consumer.kept() == kept_consumer.MAX_KEPT  # the oldest closed
+    clock.now += 0.25  # past 200 ms and the margin for every kept one
+    assert _read(conf, "t", 0, 1, 2, factory, clock) == [(0, 1)]
+    assert len(factory.made) == kept_consumer.MAX_KEPT + 1 and consumers[1].assigned[-1] == [("t", 0, 1)]
 
 
 def test_a_failed_read_closes_its_consumer_and_the_next_read_gets_a_new_one(keeping):
@@ -101,9 +136,9 @@ def test_a_failed_read_closes_its_consumer_and_the_next_read_gets_a_new_one(keep
     good = _Scripted([[Msg(0), Msg(1), Msg(2)]])
     factory = _Factory(bad, good)
     with pytest.raises(KafkaReadError, match=r"^t-0: reading \[0, 3\) failed at offset 2"):
-        list(read_range({}, "t", 0, 0, 3, consumer_factory=factory))
+        _read({}, "t", 0, 0, 3, factory)
     assert bad.closed and kept_consumer.kept() == 0
-    assert _offsets(read_range({}, "t", 0, 0, 3, consumer_factory=factory)) == [(0, 0), (0, 1), (0, 2)]
+    assert _read({}, "t", 0, 0, 3, factory) == [(0, 0), (0, 1), (0, 2)]
     assert len(factory.made) == 2
 
 
@@ -118,10 +153,10 @@ def test_an_abandoned_read_closes_its_consumer(keeping):
 def test_a_consumer_that_saw_a_fatal_error_while_kept_is_not_lent_again(keeping):
     first, second = _Scripted([[Msg(0)]]), _Scripted([[Msg(1)]])
     factory = _Factory(first, second)
-    list(read_range({}, "t", 0, 0, 1, consumer_factory=factory))
+    _read({}, "t", 0, 0, 1, factory)
     error_cb = factory.made[0][1]["error_cb"]
     error_cb(KafkaError(KafkaError._FENCED, fatal=True))  # between reads: nobody holds the consumer
-    list(read_range({}, "t", 0, 1, 2, consumer_factory=factory))
+    _read({}, "t", 0, 1, 2, factory)
     assert first.closed and len(factory.made) == 2
 
 
@@ -129,13 +164,13 @@ def test_without_keeping_every_read_closes_its_consumer():
     a, b = _Scripted([[Msg(0)]]), _Scripted([[Msg(0)]])
     factory = _Factory(a, b)
     for _ in range(2):
-        list(read_range({}, "t", 0, 0, 1, consumer_factory=factory))
+        _read({}, "t", 0, 0, 1, factory)
     assert a.closed and b.closed and len(factory.made) == 2 and kept_consumer.kept() == 0
 
 
 def test_a_forked_child_does_not_inherit_the_kept_consumer(keeping):
     c = _Scripted([[Msg(0)]])
-    list(read_range({}, "t", 0, 0, 1, consumer_factory=_Factory(c)))
+    _read({}, "t", 0, 0, 1, _Factory(c))
     assert kept_consumer.kept() == 1
     pid = os.fork()
     if pid == 0:  # the child: its parent's consumer (librdkafka's threads are the parent's) is not its to use

@@ -31,6 +31,9 @@ def no_master_env(monkeypatch):
     monkeypatch.delenv("LAKESINK_SPARK_MASTER", raising=False)
     monkeypatch.delenv("LAKESINK_SPARK_CLUSTER", raising=False)
     monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    # no Spark session in this process either, whatever a test run before these made (the one test beside a session
+    # says so itself): run after a module that started Spark, auto gave None here
+    monkeypatch.setattr("lakesink.runtime.spark.starts_local_jvm", lambda: True)
 
 
 @pytest.mark.parametrize("extra,engine,master,expected", [
