@@ -178,3 +178,27 @@ def test_a_forked_child_does_not_inherit_the_kept_consumer(keeping):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert kept_consumer.kept() == 1  # the parent keeps it
+
+
+def test_a_kept_read_gives_freed_memory_back_at_most_once_a_second(keeping, monkeypatch):
+    # a kept consumer's threads keep the fetch buffers a read freed (tens of MB after a large read), where a closed
+    # consumer's went back with its threads: after kept reads the process trims, but not after every one
+    calls = []
+    monkeypatch.setattr(kept_consumer, "release_freed_memory", lambda: calls.append(1))
+    clock = _Tick(step=0.1)
+    factory = _Factory(_Scripted([[Msg(0)]] * 20))  # one consumer, kept and lent again for each read
+    for _ in range(20):
+        _read({"fetch.wait.max.ms": 0}, "t", 0, 0, 1, factory, clock)
+    assert len(factory.made) == 1
+    assert 2 <= len(calls) <= 1 + int(clock.now / kept_consumer.TRIM_INTERVAL_S) < 20
+
+
+def test_without_keeping_nothing_is_trimmed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(kept_consumer, "release_freed_memory", lambda: calls.append(1))
+    _read({}, "t", 0, 0, 1, _Factory(_Scripted([[Msg(0)]])))
+    assert calls == []
+
+
+def test_releasing_freed_memory_runs_here():
+    kept_consumer.release_freed_memory()  # glibc's malloc_trim on this machine; a no-op where there is none
