@@ -42,7 +42,7 @@ FETCH_WAIT_DEFAULT_S = 0.5
 FETCH_RETURN_MARGIN_S = 0.05
 
 _KEEPING = False
-_LAST_TRIM = [float("-inf")]
+_LAST_TRIM = float("-inf")  # clock time of the last release_freed_memory
 #: thread id -> the consumers its clean reads gave back, oldest first
 _KEPT: dict[int, list["Loan"]] = {}
 #: consumers kept by a parent process before a fork: never used, never freed in the child (closing or freeing
@@ -52,9 +52,8 @@ _ORPHANS: list["Loan"] = []
 
 def keep_consumers(on: bool = True) -> None:
     """Keep each thread's consumers between reads in this process (``on``), or close the kept ones and stop."""
-    global _KEEPING
-    _KEEPING = on
-    _LAST_TRIM[0] = float("-inf")
+    global _KEEPING, _LAST_TRIM
+    _KEEPING, _LAST_TRIM = on, float("-inf")
     if not on:
         for pool in list(_KEPT.values()):
             for loan in pool:
@@ -113,12 +112,12 @@ class Loan:
     key: Any
     topic: str
     fetch_wait_s: float
-    reused: bool = False
     ready_at: float = 0.0
 
     def give_back(self, clean: bool, clock: Callable[[], float] = time.monotonic) -> None:
         """End the read: after a ``clean`` one, keep the consumer (unassigned) for a later read of this thread
         where this process keeps consumers; else close it."""
+        global _LAST_TRIM
         self.relay.to = None
         if not (clean and _KEEPING and self.key is not None):
             self.close()
@@ -134,8 +133,8 @@ class Loan:
         pool.append(self)
         while len(pool) > MAX_KEPT:
             pool.pop(0).close()
-        if now - _LAST_TRIM[0] >= TRIM_INTERVAL_S:
-            _LAST_TRIM[0] = now
+        if now - _LAST_TRIM >= TRIM_INTERVAL_S:
+            _LAST_TRIM = now
             release_freed_memory()
 
     def close(self) -> None:
@@ -178,7 +177,7 @@ def borrow(conf: dict, topic: str, factory: Callable[[dict], Any], on_error: Cal
     for loan in pool:
         if loan.topic == topic and loan.ready_at <= now:
             pool.remove(loan)
-            loan.relay.to, loan.reused = on_error, True
+            loan.relay.to = on_error
             return loan
     relay = _Relay()
     consumer = factory({**conf, "error_cb": relay})

@@ -198,7 +198,3 @@ def test_without_keeping_nothing_is_trimmed(monkeypatch):
     monkeypatch.setattr(kept_consumer, "release_freed_memory", lambda: calls.append(1))
     _read({}, "t", 0, 0, 1, _Factory(_Scripted([[Msg(0)]])))
     assert calls == []
-
-
-def test_releasing_freed_memory_runs_here():
-    kept_consumer.release_freed_memory()  # glibc's malloc_trim on this machine; a no-op where there is none
