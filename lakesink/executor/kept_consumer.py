@@ -75,13 +75,25 @@ def release_freed_memory() -> None:
     """Give the memory this process freed back to the system (glibc's ``malloc_trim``; nothing elsewhere). A kept
     consumer's threads keep their malloc arenas, and a read's freed fetch buffers stay in them (tens of MB after a
     read of 250,000 records) where a closed consumer's went back with its threads."""
-    import ctypes
-    import ctypes.util
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+
+_TRIM: list = []  # [malloc_trim or None], resolved on first use
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` from the symbols this process already has loaded, or None (another libc). Not
+    ``ctypes.util.find_library``: it runs ``ldconfig`` in a child process, a fork of a worker at every call."""
+    if not _TRIM:
+        import ctypes
+
+        try:
+            _TRIM.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError):
+            _TRIM.append(None)
+    return _TRIM[0]
 
 
 class _Relay:

@@ -5,6 +5,8 @@ librdkafka (the real broker's case is in tests/integration/test_kept_consumer_br
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka import KafkaError
@@ -198,3 +200,17 @@ def test_without_keeping_nothing_is_trimmed(monkeypatch):
     monkeypatch.setattr(kept_consumer, "release_freed_memory", lambda: calls.append(1))
     _read({}, "t", 0, 0, 1, _Factory(_Scripted([[Msg(0)]])))
     assert calls == []
+
+
+def test_giving_memory_back_starts_no_process():
+    # ctypes.util.find_library runs ldconfig in a child: a fork of the local worker, once a second, that a look at
+    # the run's processes took for a third worker. The trim must use what the process has loaded.
+    code = ("import os, subprocess\n"
+            "def refuse(*a, **k):\n"
+            "    raise AssertionError('a child process')\n"
+            "subprocess.Popen = os.fork = os.posix_spawn = refuse\n"
+            "from lakesink.executor.kept_consumer import release_freed_memory\n"
+            "release_freed_memory(); release_freed_memory()\n"
+            "print('trimmed')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "trimmed", done.stderr[-2000:]
