@@ -11,6 +11,11 @@ values of ~200 B (``bench/sink.py``'s ``bench-json``, null keys). Each run, alte
   into memory, then the values joined with newlines (a JSON-lines object's bytes) uploaded as ONE multipart
   upload (boto3, 16 MiB parts) to the same endpoint. No object naming, rotation, manifest, side files or
   exactly-once protocol: a lower bound, not a competitor.
+* **sink (no native check)**: the same sink with ``LAKESINK_NATIVE=0``: JSON values proven canonical (copied as they
+  are, as Connect's JsonConverter would write them again) by parsing each one in Python (orjson), not by
+  lakesink-native's one pass over the column (``lakesink/objects/formats/native.py``). Same objects either way.
+* **sink (bytearray)**: the same sink with ``format.class=bytearray``, same records, same floor: the values stored
+  as they are, no check at all.
 * **restore**: ``lakesink restore --to-topic`` of that archive into a fresh 4-partition topic (transactional,
   exactly once, from the objects on S3), vs the **restore floor**: the same values, already on local disk,
   produced by one transactional librdkafka producer into another fresh topic, committing every ``DEFAULT_RECORDS_PER_TXN``
@@ -37,10 +42,17 @@ sys.path.insert(0, str(HERE.parent))
 import cold  # noqa: E402  (bench/cold.py: process-tree CPU, steal)
 import sink as bench_sink  # noqa: E402  (bench/sink.py: data shapes, producer, configs)
 from lakesink.executor.restore import DEFAULT_RECORDS_PER_TXN as RECORDS_PER_TXN  # noqa: E402
+from lakesink.objects.formats.native import ENV as NATIVE_ENV, native_check  # noqa: E402
 
 TOPIC = bench_sink.TOPIC_OF["json"]
 PART_SIZE = 16 * 1024 * 1024
 TARGET = 2.0
+#: the sinks of a run: (path, format.class, job name suffix, environment); the first one's archive is restored
+SINKS = (("sink", "json", "", {}), ("sink (no native check)", "json", "-p", {NATIVE_ENV: "0"}),
+         ("sink (bytearray)", "bytearray", "-b", {}))
+#: each lakesink path and the floor it is compared with
+FLOOR_OF = {**{path: "sink floor" for path, *_ in SINKS}, "restore": "restore floor"}
+PATHS = tuple(FLOOR_OF)
 
 
 def sink_floor_child(args) -> int:
@@ -141,21 +153,26 @@ def main(argv=None) -> int:
         values_file = work / "values.jsonl"
         values_file.write_bytes(b"\n".join(dump) + b"\n")
         del dump
-        cold.log(f"{total:,} records, {value_bytes / 1e6:.0f} MB of values; {args.runs} run(s)")
+        cold.log(f"{total:,} records, {value_bytes / 1e6:.0f} MB of values; {args.runs} run(s); lakesink-native "
+                 + ("installed" if native_check() is not None else "NOT installed: the first two sinks are the same"))
 
         rows = []
         for run in range(args.runs):
             name = f"floor-{run}-{uuid.uuid4().hex[:6]}"
-            cfg = bench_sink.sink_config("json", name, servers, s3.endpoint_url,
-                                         f"s3a://{bench_sink.BUCKET}/_lakesink/{name}", args.flush_size,
-                                         {"topics.dir": f"floor/{name}"})
-            cfg_file = work / f"{name}.json"
-            cfg_file.write_text(json.dumps(cfg))
             row = {}
-            wall, cpu, out = cold.run_measured([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink",
-                                                "--config", str(cfg_file), "--once", "--flush-tail"], env)
-            assert json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["records"] == total
-            row["sink"] = (wall, cpu)
+            for path, fmt, suffix, extra_env in SINKS:
+                job = name + suffix
+                cfg = bench_sink.sink_config(fmt, job, servers, s3.endpoint_url,
+                                             f"s3a://{bench_sink.BUCKET}/_lakesink/{job}", args.flush_size,
+                                             {"topics.dir": f"floor/{job}"})
+                job_file = work / f"{job}.json"
+                job_file.write_text(json.dumps(cfg))
+                wall, cpu, out = cold.run_measured([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink",
+                                                    "--config", str(job_file), "--once", "--flush-tail"],
+                                                   {**env, **extra_env})
+                assert json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])["records"] == total
+                row[path] = (wall, cpu)
+            cfg_file = work / f"{name}.json"  # the first sink's archive: what restore reads
             wall, cpu, out = cold.run_measured([sys.executable, __file__, "--sink-floor", "--servers", servers,
                                                 "--endpoint", s3.endpoint_url, "--ends", json.dumps(ends)], env)
             assert json.loads(out.splitlines()[-1])["records"] == total
@@ -182,14 +199,14 @@ def main(argv=None) -> int:
         print("| run | path | lakesink s | floor s | wall ratio | lakesink CPU-s/M | floor CPU-s/M | CPU ratio |")
         print("|---|---|---|---|---|---|---|---|")
         for i, row in enumerate(rows):
-            for path in ("sink", "restore"):
-                (w, c), (fw, fc) = row[path], row[f"{path} floor"]
+            for path in PATHS:
+                (w, c), (fw, fc) = row[path], row[FLOOR_OF[path]]
                 print(f"| {i} | {path} | {w:.1f} | {fw:.1f} | {w / fw:.2f}x | {c * per_m:.1f} | {fc * per_m:.1f} "
                       f"| {c / fc:.2f}x |")
         print()
-        for path in ("sink", "restore"):
-            wr = statistics.median(r[path][0] / r[f"{path} floor"][0] for r in rows)
-            cr = statistics.median(r[path][1] / r[f"{path} floor"][1] for r in rows)
+        for path in PATHS:
+            wr = statistics.median(r[path][0] / r[FLOOR_OF[path]][0] for r in rows)
+            cr = statistics.median(r[path][1] / r[FLOOR_OF[path]][1] for r in rows)
             print(f"{path}: median lakesink / floor {wr:.2f}x wall, {cr:.2f}x CPU (target <= {TARGET:.0f}x both)")
         return 0
     finally:

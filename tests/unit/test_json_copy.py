@@ -10,7 +10,20 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from lakesink.objects.formats import native
 from lakesink.objects.formats.json import JsonFormat, compact_json, is_canonical, value_column, value_lines
+
+
+@pytest.fixture(params=["native", "python"])
+def check(request, monkeypatch):
+    """value_column with the native check (lakesink-native, built by scripts/bootstrap) and without it."""
+    import lakesink.objects.formats.json as jf
+
+    if request.param == "python":
+        monkeypatch.setattr(jf, "proven_canonical", lambda values: None)
+    else:
+        assert native.native_check() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
+    return request.param
 
 
 def reencoded(raw: bytes) -> str:
@@ -120,7 +133,7 @@ def test_writer_objects_identical_whichever_path():
 
 
 @pytest.mark.parametrize("buffer_size", [64, 1 << 20])
-def test_a_canonical_column_is_written_as_the_column_itself(buffer_size):
+def test_a_canonical_column_is_written_as_the_column_itself(buffer_size, check):
     """value_column hands the writer the Arrow column itself when every value is copied through (no str per line),
     and the object is byte for byte the record path's, pushed at the same points; a column with a value to
     re-encode comes back as lines."""
@@ -200,7 +213,7 @@ def test_a_column_is_decided_as_its_values_are(raws):
     [b'"a"', b' "b"'], [b"1 ", b"2"],  # whitespace where a value meets the comma
     [b'{"a":1}', b"null"],             # a canonical column but for a tombstone
 ])
-def test_a_column_whose_join_misleads_is_still_decided_per_value(raws):
+def test_a_column_whose_join_misleads_is_still_decided_per_value(raws, check):
     import lakesink.objects.formats.json as jf
 
     try:
@@ -219,6 +232,42 @@ def test_a_column_whose_join_misleads_is_still_decided_per_value(raws):
     except ValueError:
         return
     assert got is not column and got == lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(COPIED + REENCODED + [b'{"x":1e-05}', b'{"x":0.30000000000000004}', b'{"s":"e-5"}']),
+                min_size=1, max_size=12), st.booleans())
+def test_a_column_gives_its_values_lines_with_either_check(raws, use_native):
+    import lakesink.objects.formats.json as jf
+
+    column = pa.array(raws, pa.binary())
+    with pytest.MonkeyPatch.context() as mp:
+        if not use_native:
+            mp.setattr(jf, "proven_canonical", lambda values: None)
+        got = value_column(column)
+    want = [reencoded(r) for r in raws]
+    if got is column:
+        assert [r.decode("utf-8") for r in raws] == want
+    else:
+        assert got == want
+
+
+def test_python_parses_only_the_values_the_native_check_left(monkeypatch):
+    import lakesink.objects.formats.json as jf
+
+    assert native.native_check() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
+    calls = []
+    real = jf._orjson_loads  # noqa: SLF001
+    monkeypatch.setattr(jf, "_orjson_loads", lambda v: calls.append(v) or real(v))
+    left = [b'{"x":0.30000000000000004}', b'{"a": 1}']  # repr's own 17 digits; whitespace
+    raws = COPIED * 3 + left
+    got = value_column(pa.array(raws, pa.binary()))
+    assert got == [reencoded(r) for r in raws]
+    assert calls == left
+    calls.clear()
+    copied = COPIED + left[:1]
+    column = pa.array(copied, pa.binary())
+    assert value_column(column) is column and calls == left[:1]  # all canonical: the column itself
 
 
 def test_canonical_column_is_decided_at_once(monkeypatch):

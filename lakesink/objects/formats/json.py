@@ -15,7 +15,10 @@ lowercase ``\\u00xx``, everything else raw UTF-8), integers without ``-0``, deci
 at most 15 significant digits written as ``repr`` writes them (no trailing zeros, no exponent, at most
 three zeros after ``0.``), no repeated object key -- is copied as it is. Any other valid value
 (whitespace, ``\\u00e9``/``\\/`` escapes, exponents, long or non-shortest floats, duplicate keys) is
-parsed and re-encoded. Both give the same bytes (tests/unit/test_json_copy.py).
+parsed and re-encoded. Both give the same bytes (tests/unit/test_json_copy.py, test_native_json.py).
+
+Size: the writer and the copy-through checks it relies on (value_column, value_lines) stay together, as one
+definition of the bytes this format writes.
 
 Known differences from Jackson: doubles print as Python ``repr`` (``1e+16`` where Java prints
 ``1.0E16``); non-optional Avro unions are written as the bare branch value, not Connect's
@@ -30,7 +33,7 @@ import json
 import re
 import secrets
 from bisect import bisect_left
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any, BinaryIO, Iterator, Sequence
 
 from lakesink.objects.records import SinkRecord
@@ -39,6 +42,7 @@ from lakesink.objects.formats.base import (DEFAULT_BUFFER_SIZE, Format, FormatWr
                    record_key)
 from lakesink.objects.formats.compression import CompressingSink, parse_compression
 from lakesink.objects.formats.jsontext import compact_json, json_default
+from lakesink.objects.formats.native import proven_canonical
 from lakesink.errors import InvalidArgumentError
 
 DECIMAL_FORMATS = ("BASE64", "NUMERIC")
@@ -215,8 +219,7 @@ def is_canonical(text: str) -> bool:
 
 
 # orjson parses and re-serialises a value several times faster than the json module (bench/json_copy.py)
-from orjson import dumps as _orjson_dumps  # noqa: E402
-from orjson import loads as _orjson_loads  # noqa: E402
+from orjson import dumps as _orjson_dumps, loads as _orjson_loads  # noqa: E402
 
 #: In orjson's output, the only number forms that differ from Python's ``repr`` (what :data:`compact_json`
 #: writes): |x| < 1e-4, written ``0.0000…`` or ``…e-N`` with a one-digit exponent (repr: ``…e-0N``). A text
@@ -232,15 +235,23 @@ _ORJSON_E = re.compile(rb"e-[0-9](?![0-9])(?<=[0-9]e-[0-9])").search
 def value_column(values: Any) -> Any:
     """:func:`value_lines` of a pyarrow binary column without nulls (the columnar path): the column itself when
     every value is copied through -- :meth:`JsonWriter.write_payloads` writes it as it stands, with no str per
-    line --, else the list of lines."""
+    line --, else the list of lines. The native check (:mod:`~lakesink.objects.formats.native`), when installed,
+    proves values first: Python parses only the others."""
+    proven = proven_canonical(values)
+    if proven is not None and proven.all():
+        return values
     raws = values.to_pylist()
+    rest = raws if proven is None else list(compress(raws, ~proven))
     try:
-        parsed = list(map(_orjson_loads, raws))
+        parsed = list(map(_orjson_loads, rest))
     except (ValueError, TypeError):  # some value orjson cannot read: value_lines decides each one
         return value_lines(raws)
-    if _all_copied(raws, parsed):
+    if _all_copied(rest, parsed):
         return values
-    return value_lines(raws, parsed)
+    if proven is None:
+        return value_lines(raws, parsed)
+    lines = iter(value_lines(rest, parsed))
+    return [raw.decode("utf-8") if ok else next(lines) for raw, ok in zip(raws, proven.tolist())]
 
 
 def value_lines(raws: Sequence[bytes], parsed: list | None = None) -> list[str]:

@@ -1,0 +1,64 @@
+"""lakesink's optional native JSON check (the ``lakesink-native`` package, built from ``native/`` in a checkout).
+
+Connect's JsonConverter reads every JSON value and the sink writes it again; lakesink writes a value's own bytes
+when they are exactly that round trip (:func:`lakesink.objects.formats.json.value_lines`). Proving that in Python
+means parsing every value into Python objects (orjson) and serialising the batch again: most of the JSON sink's
+CPU beyond copying bytes (``bench/floor.py``'s ``sink (bytearray)`` row). ``lakesink-native`` proves it for a whole
+Arrow column in one pass, without an object per value. It is sound, not complete: the values it cannot prove go to
+the Python check, which decides them as before; the objects written are the same either way.
+
+Without the package, or with ``LAKESINK_NATIVE=0`` in the environment, :func:`proven_canonical` answers None and the
+Python check runs alone.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["native_check", "proven_canonical", "ENV"]
+
+#: ``LAKESINK_NATIVE=0`` turns the native check off (both paths write the same bytes: a switch for comparisons)
+ENV = "LAKESINK_NATIVE"
+
+_LOADED: list = []  # [the lakesink_native module, or None], resolved on first use
+
+
+def native_check() -> Any:
+    """The ``lakesink_native`` module when it is installed and not turned off (:data:`ENV`), else None."""
+    if not _LOADED:
+        module = None
+        if os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off"):
+            try:
+                import lakesink_native as module  # type: ignore[import-not-found,no-redef]
+            except ImportError:
+                module = None
+        _LOADED.append(module)
+    return _LOADED[0]
+
+
+def proven_canonical(values: Any) -> Any:
+    """Which values of ``values`` (a pyarrow binary or large_binary array without nulls) the native check proves
+    canonical: a numpy bool array, one per value; None when there is no native check or the column is of another
+    type."""
+    module = native_check()
+    if module is None:
+        return None
+    import numpy as np
+    import pyarrow as pa
+
+    if pa.types.is_binary(values.type):
+        width = np.int32
+    elif pa.types.is_large_binary(values.type):
+        width = np.int64
+    else:
+        return None
+    n = len(values)
+    if n == 0:
+        return np.ones(0, bool)
+    _validity, offsets, data = values.buffers()
+    ends = np.frombuffer(offsets, width, count=n + 1, offset=values.offset * np.dtype(width).itemsize)
+    lo, hi = int(ends[0]), int(ends[-1])
+    # only this slice's bytes, its offsets counted from their start
+    chunk = data.slice(lo, hi - lo).to_pybytes() if data is not None else b""
+    mask = module.proven_mask(chunk, (ends - width(lo)).tobytes(), width is np.int64)
+    return np.frombuffer(mask, np.uint8).astype(bool)
