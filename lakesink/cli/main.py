@@ -57,7 +57,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"lakesink {version()}", file=sys.stdout, flush=True)
+        from lakesink.objects.formats.native import describe
+
+        print(f"lakesink {version()}; {describe()}", file=sys.stdout, flush=True)
         parser.exit()
 
 
@@ -73,7 +75,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         description="Archive Kafka topics to S3 with Confluent S3-sink naming and a Delta manifest.",
         epilog="exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()),
     )
-    parser.add_argument("--version", action=_VersionAction, help="print lakesink's version and exit")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print lakesink's version (and whether its native JSON check is installed) and exit")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text",
                         help="how results are printed: text for people (default) or json (one JSON "
                              "document per result, one per line)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["native_check", "proven_canonical", "ENV"]
+__all__ = ["native_check", "proven_canonical", "describe", "ENV"]
 
 #: ``LAKESINK_NATIVE=0`` turns the native check off (both paths write the same bytes: a switch for comparisons)
 ENV = "LAKESINK_NATIVE"
@@ -23,11 +23,30 @@ ENV = "LAKESINK_NATIVE"
 _LOADED: list = []  # [the lakesink_native module, or None], resolved on first use
 
 
+def _turned_off() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def describe() -> str:
+    """Which JSON check runs, for ``lakesink --version``: lakesink-native's version, or why the Python check runs
+    alone."""
+    if _turned_off():
+        return f"native JSON check off ({ENV}=0)"
+    if native_check() is None:
+        return "native JSON check not installed (lakesink-native: docs/install.md)"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"native JSON check: lakesink-native {version('lakesink-native')}"
+    except PackageNotFoundError:  # the module on sys.path without its distribution's metadata
+        return "native JSON check: lakesink-native"
+
+
 def native_check() -> Any:
     """The ``lakesink_native`` module when it is installed and not turned off (:data:`ENV`), else None."""
     if not _LOADED:
         module = None
-        if os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off"):
+        if not _turned_off():
             try:
                 import lakesink_native as module  # type: ignore[import-not-found,no-redef]
             except ImportError:
