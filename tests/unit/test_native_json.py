@@ -183,6 +183,7 @@ def test_a_column_is_proven_value_by_value():
         assert mask(column.slice(3, 2)) == [False, True]
         assert mask(column.slice(6)) == []
     assert mask(pa.array(["{}"], pa.string())) is None  # not a binary column: not decided
+    assert mask(pa.chunked_array([pa.array([b"{}"])])) is None  # nor chunks
 
 
 def test_offsets_outside_the_data_are_refused():
