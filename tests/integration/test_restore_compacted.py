@@ -77,8 +77,11 @@ def source_log(kafka, topic: str) -> dict[int, list[tuple[int, bytes, bytes | No
 
 
 def compacted(log: dict[int, list]) -> bool:
-    """The cleaner has run over every rolled segment: no value of a deleted key is left (only its tombstone)."""
-    return all(v is None for recs in log.values() for _o, k, v in recs if k in {key(i) for i in DELETED})
+    """The cleaner has run over every rolled segment: no value of a deleted key is left (only its tombstone), and
+    every partition's log has a hole between records it kept (a pass over the first rounds' segments alone removes
+    a prefix, and leaves the rest of the log contiguous)."""
+    holes = all(any(b - a > 1 for (a, *_), (b, *_) in zip(recs, recs[1:])) for recs in log.values())
+    return holes and all(v is None for recs in log.values() for _o, k, v in recs if k in {key(i) for i in DELETED})
 
 
 def freeze(kafka, topic: str, log: dict[int, list]) -> dict[int, list]:
