@@ -65,21 +65,14 @@ def proven_canonical(values: Any) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    if not isinstance(values, pa.Array):  # a ChunkedArray: the Python check takes it as it is
+    from lakesink.objects.formats.base import binary_run
+
+    # a ChunkedArray or a column of another type: the Python check takes it as it is
+    if not isinstance(values, pa.Array) or not (pa.types.is_binary(values.type)
+                                                or pa.types.is_large_binary(values.type)):
         return None
-    if pa.types.is_binary(values.type):
-        width = np.int32
-    elif pa.types.is_large_binary(values.type):
-        width = np.int64
-    else:
-        return None
-    n = len(values)
-    if n == 0:
-        return np.ones(0, bool)
-    _validity, offsets, data = values.buffers()
-    ends = np.frombuffer(offsets, width, count=n + 1, offset=values.offset * np.dtype(width).itemsize)
-    lo, hi = int(ends[0]), int(ends[-1])
-    # only this slice's bytes, its offsets counted from their start
-    chunk = data.slice(lo, hi - lo).to_pybytes() if data is not None else b""
-    mask = module.proven_mask(chunk, (ends - width(lo)).tobytes(), width is np.int64)
+    data, ends = binary_run(values)  # this slice's bytes, and each value's end counted from their start
+    offsets = np.zeros(len(ends) + 1, np.int64)
+    offsets[1:] = ends
+    mask = module.proven_mask(bytes(data), offsets.tobytes(), True)
     return np.frombuffer(mask, np.uint8).astype(bool)
