@@ -179,7 +179,10 @@ def test_json_lines_as_an_arrow_array_are_pushed_where_str_lines_are(compression
         for payloads in steps:
             w.write_payloads(payloads)
         w.close()
-        return out.getvalue(), pushes, w.record_count
+        # ISA-L's gzip stream is not byte-stable from run to run (make test once saw the same text compressed to a
+        # different tail), so a gzip object is compared by its text; the pushes are the text itself
+        body = gzip.decompress(out.getvalue()) if compression == "gzip" else out.getvalue()
+        return body, pushes, w.record_count
 
     want = write([[x] for x in lines])
     assert want[2] == len(lines) and (buffer_size > 100 or len(want[1]) > 3)
