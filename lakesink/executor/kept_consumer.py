@@ -24,6 +24,7 @@ its own partition's records.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -80,20 +81,18 @@ def release_freed_memory() -> None:
         trim(0)
 
 
-_TRIM: list = []  # [malloc_trim or None], resolved on first use
-
-
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim`` from the symbols this process already has loaded, or None (another libc). Not
     ``ctypes.util.find_library``: it runs ``ldconfig`` in a child process, a fork of a worker at every call."""
-    if not _TRIM:
-        import ctypes
+    import ctypes
 
-        try:
-            _TRIM.append(ctypes.CDLL(None).malloc_trim)
-        except (OSError, AttributeError):
-            _TRIM.append(None)
-    return _TRIM[0]
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 class _Relay:

@@ -266,28 +266,18 @@ impl<'a> Parser<'a> {
     }
 }
 
-fn read_offsets(offsets: &[u8], wide: bool) -> Vec<usize> {
-    if wide {
-        offsets.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize).collect()
-    } else {
-        offsets.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as usize).collect()
-    }
-}
-
 /// One byte per value of a binary column: 1 where the value is proven canonical, else 0. ``data`` is the column's
-/// value bytes, ``offsets`` its n + 1 little-endian offsets into them (64-bit when ``wide``, as a large_binary
-/// column's, else 32-bit).
+/// value bytes, ``offsets`` its n + 1 little-endian 64-bit offsets into them.
 #[pyfunction]
-fn proven_mask<'py>(py: Python<'py>, data: &[u8], offsets: &[u8], wide: bool) -> PyResult<Bound<'py, PyBytes>> {
-    let width = if wide { 8 } else { 4 };
-    if offsets.len() < width || offsets.len() % width != 0 {
+fn proven_mask<'py>(py: Python<'py>, data: &[u8], offsets: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    if offsets.len() < 8 || offsets.len() % 8 != 0 {
         return Err(PyValueError::new_err(format!(
-            "offsets: {} bytes is not a whole number (at least one) of {}-byte offsets",
-            offsets.len(),
-            width
+            "offsets: {} bytes is not a whole number (at least one) of 8-byte offsets",
+            offsets.len()
         )));
     }
-    let ends = read_offsets(offsets, wide);
+    let ends: Vec<usize> =
+        offsets.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize).collect();
     if ends.windows(2).any(|w| w[0] > w[1]) || ends[ends.len() - 1] > data.len() {
         return Err(PyValueError::new_err("offsets: not ascending within the data"));
     }
@@ -298,15 +288,8 @@ fn proven_mask<'py>(py: Python<'py>, data: &[u8], offsets: &[u8], wide: bool) ->
     Ok(PyBytes::new(py, &mask))
 }
 
-/// Whether one JSON value (bytes) is proven canonical: what the column check decides for each value.
-#[pyfunction]
-fn is_canonical_value(value: &[u8]) -> bool {
-    Parser::new().canonical(value, 0, value.len())
-}
-
 #[pymodule]
 fn lakesink_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(proven_mask, m)?)?;
-    m.add_function(wrap_pyfunction!(is_canonical_value, m)?)?;
     Ok(())
 }

@@ -50,7 +50,8 @@ def written(raw: bytes) -> bool:
 
 
 def proven(raw: bytes) -> bool:
-    return lakesink_native.is_canonical_value(raw)
+    """The native check's word on one value: a column of it alone."""
+    return lakesink_native.proven_mask(raw, struct.pack("<2q", 0, len(raw))) == b"\x01"
 
 
 CANONICAL = [
@@ -188,12 +189,14 @@ def test_a_column_is_proven_value_by_value():
 
 def test_offsets_outside_the_data_are_refused():
     with pytest.raises(ValueError, match="offsets"):
-        lakesink_native.proven_mask(b"{}", struct.pack("<3i", 0, 2, 9), False)
+        lakesink_native.proven_mask(b"{}", struct.pack("<3q", 0, 2, 9))
     with pytest.raises(ValueError, match="offsets"):
-        lakesink_native.proven_mask(b"{}{}", struct.pack("<3i", 0, 4, 2), False)
+        lakesink_native.proven_mask(b"{}{}", struct.pack("<3q", 0, 4, 2))
     with pytest.raises(ValueError, match="offsets"):
-        lakesink_native.proven_mask(b"{}", b"\x00\x00", False)
-    assert lakesink_native.proven_mask(b"{}[] ", struct.pack("<4q", 0, 2, 4, 5), True) == b"\x01\x01\x00"
+        lakesink_native.proven_mask(b"{}", struct.pack("<3q", -1, 1, 2))
+    with pytest.raises(ValueError, match="offsets"):
+        lakesink_native.proven_mask(b"{}", b"\x00\x00")
+    assert lakesink_native.proven_mask(b"{}[] ", struct.pack("<4q", 0, 2, 4, 5)) == b"\x01\x01\x00"
 
 
 def test_the_switch_turns_it_off():

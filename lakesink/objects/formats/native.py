@@ -12,6 +12,7 @@ Python check runs alone.
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -19,8 +20,6 @@ __all__ = ["native_check", "proven_canonical", "describe", "ENV"]
 
 #: ``LAKESINK_NATIVE=0`` turns the native check off (both paths write the same bytes: a switch for comparisons)
 ENV = "LAKESINK_NATIVE"
-
-_LOADED: list = []  # [the lakesink_native module, or None], resolved on first use
 
 
 def _turned_off() -> bool:
@@ -42,17 +41,16 @@ def describe() -> str:
         return "native JSON check: lakesink-native"
 
 
+@functools.cache
 def native_check() -> Any:
     """The ``lakesink_native`` module when it is installed and not turned off (:data:`ENV`), else None."""
-    if not _LOADED:
-        module = None
-        if not _turned_off():
-            try:
-                import lakesink_native as module  # type: ignore[import-not-found,no-redef]
-            except ImportError:
-                module = None
-        _LOADED.append(module)
-    return _LOADED[0]
+    if _turned_off():
+        return None
+    try:
+        import lakesink_native  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return lakesink_native
 
 
 def proven_canonical(values: Any) -> Any:
@@ -74,5 +72,5 @@ def proven_canonical(values: Any) -> Any:
     data, ends = binary_run(values)  # this slice's bytes, and each value's end counted from their start
     offsets = np.zeros(len(ends) + 1, np.int64)
     offsets[1:] = ends
-    mask = module.proven_mask(bytes(data), offsets.tobytes(), True)
+    mask = module.proven_mask(bytes(data), offsets.tobytes())
     return np.frombuffer(mask, np.uint8).astype(bool)
