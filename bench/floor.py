@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 import cold  # noqa: E402  (bench/cold.py: process-tree CPU, steal)
 import sink as bench_sink  # noqa: E402  (bench/sink.py: data shapes, producer, configs)
 from lakesink.executor.restore import DEFAULT_RECORDS_PER_TXN as RECORDS_PER_TXN  # noqa: E402
-from lakesink.objects.formats.native import ENV as NATIVE_ENV, native_check  # noqa: E402
+from lakesink.objects.formats.native import ENV as NATIVE_ENV, native_module  # noqa: E402
 
 TOPIC = bench_sink.TOPIC_OF["json"]
 PART_SIZE = 16 * 1024 * 1024
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
         values_file.write_bytes(b"\n".join(dump) + b"\n")
         del dump
         cold.log(f"{total:,} records, {value_bytes / 1e6:.0f} MB of values; {args.runs} run(s); lakesink-native "
-                 + ("installed" if native_check() is not None else "NOT installed: the first two sinks are the same"))
+                 + ("installed" if native_module() is not None else "NOT installed: the first two sinks are the same"))
 
         rows = []
         for run in range(args.runs):

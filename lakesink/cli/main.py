@@ -76,7 +76,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         epilog="exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()),
     )
     parser.add_argument("--version", action=_VersionAction,
-                        help="print lakesink's version (and whether its native JSON check is installed) and exit")
+                        help="print lakesink's version (and whether its native kernels are installed) and exit")
     parser.add_argument("--format", choices=sorted(FORMATS), default="text",
                         help="how results are printed: text for people (default) or json (one JSON "
                              "document per result, one per line)")

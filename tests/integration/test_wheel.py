@@ -65,7 +65,7 @@ def test_wheel_console_script_help_runs_the_installed_package(wheel_venv, tmp_pa
                        timeout=120)
     from lakesink import __version__
 
-    assert r.returncode == 0 and r.stdout.startswith(f"lakesink {__version__}; native JSON check"), r.stderr
+    assert r.returncode == 0 and r.stdout.startswith(f"lakesink {__version__}; native kernels"), r.stderr
 
 
 @pytest.fixture(scope="module")

@@ -419,7 +419,7 @@ def test_version_prints_the_installed_version_and_exits_0():
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", "--version"], capture_output=True, text=True,
                        timeout=120)
     assert (r.returncode, r.stdout.strip(), r.stderr) == (
-        0, f"lakesink {__version__}; native JSON check: lakesink-native 0.1.0", "")  # a checkout builds it
+        0, f"lakesink {__version__}; native kernels: lakesink-native 0.2.0", "")  # a checkout builds it
     r = subprocess.run([sys.executable, "-m", "lakesink.cli", "--version"], capture_output=True, text=True,
                        timeout=120, env={**os.environ, "LAKESINK_NATIVE": "0"})
-    assert (r.returncode, r.stdout.strip()) == (0, f"lakesink {__version__}; native JSON check off (LAKESINK_NATIVE=0)")
+    assert (r.returncode, r.stdout.strip()) == (0, f"lakesink {__version__}; native kernels off (LAKESINK_NATIVE=0)")

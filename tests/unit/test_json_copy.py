@@ -22,7 +22,7 @@ def check(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(jf, "proven_canonical", lambda values: None)
     else:
-        assert native.native_check() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
+        assert native.native_module() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
     return request.param
 
 
@@ -255,7 +255,7 @@ def test_a_column_gives_its_values_lines_with_either_check(raws, use_native):
 def test_python_parses_only_the_values_the_native_check_left(monkeypatch):
     import lakesink.objects.formats.json as jf
 
-    assert native.native_check() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
+    assert native.native_module() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
     calls = []
     real = jf._orjson_loads  # noqa: SLF001
     monkeypatch.setattr(jf, "_orjson_loads", lambda v: calls.append(v) or real(v))

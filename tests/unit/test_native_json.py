@@ -202,7 +202,7 @@ def test_offsets_outside_the_data_are_refused():
 def test_the_switch_turns_it_off():
     code = ("from lakesink.objects.formats import native\n"
             "import pyarrow as pa\n"
-            "print(native.native_check() is None, native.proven_canonical(pa.array([b'{}'])))\n")
+            "print(native.native_module() is None, native.proven_canonical(pa.array([b'{}'])))\n")
     for value, expected in (("0", "True None"), ("1", "False [ True]")):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                              env={**os.environ, native.ENV: value})

@@ -3,7 +3,8 @@ Avro writer's datum path, the columnar plan's side payloads): byte for byte the 
 
 The oracle for Avro is what the keys/headers writer was until then: fastavro's ``Writer`` encoding one datum per
 record (``record_key`` / ``header_pairs`` of each record) with the file's codec, sync interval and sync marker. For
-JSON the record path's writer is unchanged (``JsonWriter.write`` per record) and is the oracle."""
+JSON the record path's writer is unchanged (``JsonWriter.write`` per record) and is the oracle. Every test runs with
+lakesink-native's side-file kernels and with their Python twins (the ``kernels`` fixture)."""
 from __future__ import annotations
 
 import base64
@@ -24,10 +25,21 @@ from lakesink.executor.task import archive_partitions, decode_result
 from lakesink.objects.formats.avro import HEADERS_SCHEMA, AvroFormat, sync_marker_for
 from lakesink.objects.formats.base import RecordView, header_pairs
 from lakesink.objects.formats.bytearray import ByteArrayFormat
+from lakesink.objects.formats import native
 from lakesink.objects.formats.json import JsonFormat
 from lakesink.objects.formats.side_columns import b64_array
 from lakesink.objects.records import SinkRecord
 from lakesink.wiring import task_parts
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def kernels(request, monkeypatch):
+    """The side columns built by lakesink-native's kernels (scripts/bootstrap builds it) and by their Python twins."""
+    if request.param == "python":
+        monkeypatch.setattr(native, "native_module", lambda: None)
+    else:
+        assert native.native_module() is not None, "lakesink-native is not installed: scripts/bootstrap builds it"
+    return request.param
+
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

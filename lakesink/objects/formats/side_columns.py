@@ -18,6 +18,9 @@ it) or a null key gives None here, and the caller hands the batch to the record 
 fault. JSON text that needs an escape (a quote, a backslash, a control character) is encoded a value at a time by
 the record path's own encoder.
 
+lakesink-native's kernels (:mod:`lakesink.objects.formats.native`) build the same bytes in one pass each when they
+are installed; the functions here are their twins, and run without them.
+
 Read back the same way: :func:`json_key_column` gives a JSON keys file's keys as record bytes a column at a time
 when every line is a JSON string without an escape (or ``null``), None otherwise (the caller reads record by
 record).
@@ -25,6 +28,8 @@ record).
 from __future__ import annotations
 
 from typing import Any
+
+from lakesink.objects.formats import native
 
 __all__ = ["varint_array", "avro_bytes_datums", "avro_headers_datums", "headers_parts", "json_key_lines",
            "json_header_lines", "b64_array", "header_lists", "b64_decode_array", "json_key_column"]
@@ -106,6 +111,9 @@ def avro_bytes_datums(values: Any) -> Any:
     import numpy as np
 
     values = _large(values)
+    got = native.avro_bytes_datums(values)
+    if got is not None:
+        return got
     return _join(varint_array((_lengths(values) * 2).astype(np.uint64)), values)
 
 
@@ -164,6 +172,10 @@ def avro_headers_datums(headers: Any) -> Any | None:
 def avro_headers_from_parts(counts: Any, keys: Any, values: Any) -> Any:
     """:func:`avro_headers_datums` of a headers column given as :func:`headers_parts` gives it."""
     import numpy as np
+
+    got = native.avro_headers(counts, keys, values)
+    if got is not None:
+        return got
 
     if values.null_count:
         present = ~values.is_null().to_numpy(zero_copy_only=False)
@@ -236,7 +248,8 @@ def json_key_lines(keys: Any, base64: bool) -> Any | None:
 
     keys = _large(keys)
     if base64:
-        return _quoted(b64_array(keys))
+        got = native.json_base64_strings(keys)
+        return _quoted(b64_array(keys)) if got is None else got
     try:
         text = keys.cast(pa.large_string())
     except pa.ArrowInvalid:
@@ -255,6 +268,9 @@ def json_header_lines(headers: Any) -> Any | None:
     if parts is None:
         return None
     counts, keys, values = parts
+    got = native.json_headers(counts, keys, values)
+    if got is not None:
+        return got
     if _needs_escape(keys) or _needs_escape(values.fill_null(b"")):
         return [compact_json({"headers": [{"key": k, "value": v} for k, v in pairs]})
                 for pairs in header_lists(counts, keys, values)]
