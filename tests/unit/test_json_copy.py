@@ -135,8 +135,7 @@ def test_writer_objects_identical_whichever_path():
 @pytest.mark.parametrize("buffer_size", [64, 1 << 20])
 def test_a_canonical_column_is_written_as_the_column_itself(buffer_size, check):
     """value_column hands the writer the Arrow column itself when every value is copied through (no str per line),
-    and the object is byte for byte the record path's, pushed at the same points; a column with a value to
-    re-encode comes back as lines."""
+    and the object is byte for byte the record path's; a column with a value to re-encode comes back as lines."""
     from lakesink.objects.records import SinkRecord
 
     fast = [raw for raw in COPIED if b"12345678901234567890123" not in raw] * 3
@@ -162,7 +161,9 @@ def test_a_canonical_column_is_written_as_the_column_itself(buffer_size, check):
             w.write(SinkRecord(topic="t", partition=0, offset=i, timestamp=0, key=None,
                                value=json.loads(raw), headers=()))
         w.close()
-        assert pa_pushes == rec_pushes and len(pa_pushes) > (1 if buffer_size == 64 else 0)
+        # uncompressed, the column's run goes to the sink at once (where a push falls changes no byte; compressed
+        # pushes are compared in test_side_columns)
+        assert sum(pa_pushes) == sum(rec_pushes) and len(rec_pushes) > (1 if buffer_size == 64 else 0)
         assert a.getvalue() == b.getvalue() == b"".join(reencoded(r).encode() + b"\n" for r in raws)
 
 

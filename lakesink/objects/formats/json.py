@@ -446,8 +446,9 @@ class JsonWriter(FormatWriter):
             k = end
 
     def _write_line_array(self, lines: Any) -> None:
-        """:meth:`write_payloads` of a pyarrow array of UTF-8 lines: the same runs and pushes as a list of their
-        str (a line's length counted in characters: the UTF-8 bytes that do not continue a character)."""
+        """:meth:`write_payloads` of a pyarrow array of UTF-8 lines: the same bytes as a list of their str. Compressed,
+        also the same runs and pushes, since they decide where gzip flushes (a line's length counted in characters:
+        the UTF-8 bytes that do not continue a character)."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -463,6 +464,13 @@ class JsonWriter(FormatWriter):
             lines = lines.cast(pa.large_binary())
         nl = pa.scalar(b"\n", pa.large_binary())
         data, ends = binary_run(pc.binary_join_element_wise(lines, nl, pa.scalar(b"", pa.large_binary())))
+        if self._gz is None:
+            # uncompressed, where write() would push changes no byte of the object: the run goes to the sink at
+            # once, after what was written before it (no per-line count, no second copy)
+            self._push()
+            self._sink.write(data)
+            self.record_count += m
+            return
         ends = np.concatenate(([0], ends))  # byte offsets of each line (its newline included) in ``data``
         buf = np.frombuffer(data, np.uint8)
         if buf.max() < 0x80:  # ASCII: a character per byte (less the newlines, one per line)
