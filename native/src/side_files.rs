@@ -17,53 +17,100 @@ use crate::offsets;
 /// A large_binary column handed back: (value bytes, n + 1 little-endian 64-bit offsets).
 type Column<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>);
 
-/// Values appended one after another, each one's end noted.
-struct Builder {
-    data: Vec<u8>,
-    ends: Vec<i64>,
+/// Where a kernel writes its values. Each kernel runs twice: counted (each value's end, the total), then filled
+/// into the bytes object of exactly that size, so the output is written once, in place.
+enum Out<'a> {
+    Count { len: usize, ends: Vec<i64> },
+    Fill { buf: &'a mut [u8], at: usize },
 }
 
-impl Builder {
-    fn new(n: usize, bytes: usize) -> Self {
-        let mut ends = Vec::with_capacity(n + 1);
-        ends.push(0);
-        Builder { data: Vec::with_capacity(bytes), ends }
+impl Out<'_> {
+    #[inline]
+    fn put(&mut self, b: &[u8]) {
+        match self {
+            Out::Count { len, .. } => *len += b.len(),
+            Out::Fill { buf, at } => {
+                buf[*at..*at + b.len()].copy_from_slice(b);
+                *at += b.len();
+            }
+        }
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        match self {
+            Out::Count { len, .. } => *len += 1,
+            Out::Fill { buf, at } => {
+                buf[*at] = b;
+                *at += 1;
+            }
+        }
+    }
+
+    /// The standard base64 of `v`, with padding.
+    fn base64(&mut self, v: &[u8]) {
+        match self {
+            Out::Count { len, .. } => *len += v.len().div_ceil(3) * 4,
+            Out::Fill { buf, at } => {
+                *at += base64::engine::general_purpose::STANDARD
+                    .encode_slice(v, &mut buf[*at..])
+                    .expect("counted: the buffer holds the encoding");
+            }
+        }
     }
 
     fn end_value(&mut self) {
-        self.ends.push(self.data.len() as i64);
+        if let Out::Count { len, ends } = self {
+            ends.push(*len as i64);
+        }
     }
 
     fn varint(&mut self, mut z: u64) {
         while z >= 0x80 {
-            self.data.push((z as u8) | 0x80);
+            self.byte((z as u8) | 0x80);
             z >>= 7;
         }
-        self.data.push(z as u8);
+        self.byte(z as u8);
     }
 
     /// Avro's `bytes` / `string` datum: the zig-zag varint of the length (2 × length), then the bytes.
     fn avro_bytes(&mut self, v: &[u8]) {
         self.varint(2 * v.len() as u64);
-        self.data.extend_from_slice(v);
+        self.put(v);
     }
+}
 
-    fn into_column(self, py: Python<'_>) -> Column<'_> {
-        let ends: Vec<u8> = self.ends.iter().flat_map(|e| e.to_le_bytes()).collect();
-        (PyBytes::new(py, &self.data), PyBytes::new(py, &ends))
-    }
+/// The column `emit` writes (run twice: counted, then filled).
+fn column<'py>(py: Python<'py>, n: usize, emit: impl Fn(&mut Out)) -> PyResult<Column<'py>> {
+    let mut count = Out::Count { len: 0, ends: Vec::with_capacity(n + 1) };
+    count.end_value();
+    emit(&mut count);
+    let Out::Count { len, ends } = count else { unreachable!() };
+    let data = PyBytes::new_with(py, len, |buf| {
+        let mut fill = Out::Fill { buf, at: 0 };
+        emit(&mut fill);
+        debug_assert!(matches!(fill, Out::Fill { at, .. } if at == len));
+        Ok(())
+    })?;
+    let ends = PyBytes::new_with(py, 8 * ends.len(), |buf| {
+        for (chunk, e) in buf.chunks_exact_mut(8).zip(&ends) {
+            chunk.copy_from_slice(&e.to_le_bytes());
+        }
+        Ok(())
+    })?;
+    Ok((data, ends))
 }
 
 /// The Avro `bytes` datum of each value of a binary column (`side_columns.avro_bytes_datums`).
 #[pyfunction]
 pub fn avro_bytes_datums<'py>(py: Python<'py>, data: &[u8], offsets_: &[u8]) -> PyResult<Column<'py>> {
     let ends = offsets("offsets", offsets_, data.len())?;
-    let mut out = Builder::new(ends.len() - 1, data.len() + 2 * ends.len());
-    for w in ends.windows(2) {
-        out.avro_bytes(&data[w[0]..w[1]]);
-        out.end_value();
-    }
-    Ok(out.into_column(py))
+    column(py, ends.len() - 1, |out| {
+        for w in ends.windows(2) {
+            out.avro_bytes(&data[w[0]..w[1]]);
+            out.end_value();
+        }
+    })
 }
 
 /// The JSON string of each value's standard base64 with padding, quotes included (`side_columns.b64_array` quoted:
@@ -71,20 +118,14 @@ pub fn avro_bytes_datums<'py>(py: Python<'py>, data: &[u8], offsets_: &[u8]) -> 
 #[pyfunction]
 pub fn json_base64_strings<'py>(py: Python<'py>, data: &[u8], offsets_: &[u8]) -> PyResult<Column<'py>> {
     let ends = offsets("offsets", offsets_, data.len())?;
-    let mut out = Builder::new(ends.len() - 1, data.len() / 3 * 4 + 6 * ends.len());
-    for w in ends.windows(2) {
-        let v = &data[w[0]..w[1]];
-        let at = out.data.len() + 1;
-        let len = base64::encoded_len(v.len(), true).ok_or_else(|| PyOverflowError::new_err("value too long"))?;
-        out.data.push(b'"');
-        out.data.resize(at + len, 0);
-        base64::engine::general_purpose::STANDARD
-            .encode_slice(v, &mut out.data[at..])
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        out.data.push(b'"');
-        out.end_value();
-    }
-    Ok(out.into_column(py))
+    column(py, ends.len() - 1, |out| {
+        for w in ends.windows(2) {
+            out.byte(b'"');
+            out.base64(&data[w[0]..w[1]]);
+            out.byte(b'"');
+            out.end_value();
+        }
+    })
 }
 
 /// A batch's headers as `side_columns.headers_parts` gives them: per record its number of headers (at least one),
@@ -143,11 +184,6 @@ impl<'a> Headers<'a> {
         }
     }
 
-    fn text_bytes(&self) -> usize {
-        self.key_ends[self.key_ends.len() - 1] - self.key_ends[0] + self.value_ends[self.value_ends.len() - 1]
-            - self.value_ends[0]
-    }
-
     /// Whether some key or value holds a byte JSON escapes (`"`, `\`, a control character).
     fn needs_escape(&self) -> bool {
         let keys = &self.keys[self.key_ends[0]..self.key_ends[self.key_ends.len() - 1]];
@@ -172,26 +208,25 @@ pub fn avro_headers<'py>(
     present: Option<&[u8]>,
 ) -> PyResult<Column<'py>> {
     let h = Headers::read(counts, keys, key_offsets, values, value_offsets, present)?;
-    let entries = h.key_ends.len() - 1;
-    let mut out = Builder::new(h.counts.len(), h.text_bytes() + 4 * entries + 2 * h.counts.len());
-    let mut i = 0;
-    for &c in &h.counts {
-        out.varint(2 * c as u64);
-        for j in i..i + c {
-            out.avro_bytes(h.key(j));
-            match h.value(j) {
-                Some(v) => {
-                    out.data.push(2);
-                    out.avro_bytes(v);
+    column(py, h.counts.len(), |out| {
+        let mut i = 0;
+        for &c in &h.counts {
+            out.varint(2 * c as u64);
+            for j in i..i + c {
+                out.avro_bytes(h.key(j));
+                match h.value(j) {
+                    Some(v) => {
+                        out.byte(2);
+                        out.avro_bytes(v);
+                    }
+                    None => out.byte(0),
                 }
-                None => out.data.push(0),
             }
+            i += c;
+            out.byte(0);
+            out.end_value();
         }
-        i += c;
-        out.data.push(0);
-        out.end_value();
-    }
-    Ok(out.into_column(py))
+    })
 }
 
 /// The JSON headers line of each record (`side_columns.json_header_lines`):
@@ -212,31 +247,31 @@ pub fn json_headers<'py>(
     if h.needs_escape() {
         return Ok(None);
     }
-    let entries = h.key_ends.len() - 1;
-    let mut out = Builder::new(h.counts.len(), h.text_bytes() + 24 * entries + 16 * h.counts.len());
-    let mut i = 0;
-    for &c in &h.counts {
-        out.data.extend_from_slice(b"{\"headers\":[");
-        for j in i..i + c {
-            if j > i {
-                out.data.push(b',');
-            }
-            out.data.extend_from_slice(b"{\"key\":\"");
-            out.data.extend_from_slice(h.key(j));
-            match h.value(j) {
-                Some(v) => {
-                    out.data.extend_from_slice(b"\",\"value\":\"");
-                    out.data.extend_from_slice(v);
-                    out.data.extend_from_slice(b"\"}");
+    let lines = column(py, h.counts.len(), |out| {
+        let mut i = 0;
+        for &c in &h.counts {
+            out.put(b"{\"headers\":[");
+            for j in i..i + c {
+                if j > i {
+                    out.byte(b',');
                 }
-                None => out.data.extend_from_slice(b"\",\"value\":null}"),
+                out.put(b"{\"key\":\"");
+                out.put(h.key(j));
+                match h.value(j) {
+                    Some(v) => {
+                        out.put(b"\",\"value\":\"");
+                        out.put(v);
+                        out.put(b"\"}");
+                    }
+                    None => out.put(b"\",\"value\":null}"),
+                }
             }
+            i += c;
+            out.put(b"]}");
+            out.end_value();
         }
-        i += c;
-        out.data.extend_from_slice(b"]}");
-        out.end_value();
-    }
-    Ok(Some(out.into_column(py)))
+    })?;
+    Ok(Some(lines))
 }
 
 /// An Arrow validity bitmap (least significant bit first) of `valid`, or None when every element is valid.
