@@ -22,9 +22,9 @@ JSON values of ~200 B (``bench/sink.py``'s ``bench-json``). Each run, alternatin
 
 Keys and headers (issue #30 item 1; ``--side-formats``, default ``avro,json``, '' to skip): a second topic holds the
 same values with a key (~14 B) and two headers (~45 B) per record (``bench/sink.py``'s ``record_key`` and
-``record_headers``); each run archives it per engine without side files, then with ``store.kafka.keys=true`` and
-``store.kafka.headers=true`` in each side-file format (``keys.format.class`` = ``headers.format.class``), and prints
-the CPU ratio with side files / without (target <= 1.3x).
+``record_headers``); each run archives it per engine without side files and with ``store.kafka.keys=true`` and
+``store.kafka.headers=true`` in each side-file format (``keys.format.class`` = ``headers.format.class``), in an order
+that turns from run to run, and prints the CPU ratio with side files / without (target <= 1.3x).
 
 After each lakesink run the same command runs again with nothing new to archive (``empty re-run``): what a
 scheduled run costs when the topic is idle (the engine starts in advance: the local workers, or a JVM that run
@@ -291,11 +291,15 @@ def main(argv=None) -> int:
                 row[engine] = sink_run(run, engine, "values", {}, empty=True)
             kh: dict = {}
             for engine in engines if side_formats else ():
-                kh[(engine, "none")] = sink_run(run, engine, "kh-none", {"topics": kh_topic}, empty=False)
-                for side in side_formats:
-                    kh[(engine, side)] = sink_run(run, engine, f"kh-{side}", {
-                        "topics": kh_topic, "store.kafka.keys": "true", "store.kafka.headers": "true",
-                        "keys.format.class": side, "headers.format.class": side}, empty=False)
+                # the variants' order turns from run to run: a drift over the run (the S3 endpoint holding more
+                # objects, the host's load) is not charged to one variant
+                variants = ["none", *side_formats]
+                for side in variants[run % len(variants):] + variants[:run % len(variants)]:
+                    extra = {"topics": kh_topic}
+                    if side != "none":
+                        extra.update({"store.kafka.keys": "true", "store.kafka.headers": "true",
+                                      "keys.format.class": side, "headers.format.class": side})
+                    kh[(engine, side)] = sink_run(run, engine, f"kh-{side}", extra, empty=False)
             kh_rows.append(kh)
             pwall, pcpu, _ = run_measured([sys.executable, __file__, "--plain-child", "--servers", servers,
                                            "--endpoint", s3.endpoint_url, "--ends", json.dumps(ends),
