@@ -3,9 +3,9 @@ module that calls them. Each has a Python twin that writes the same bytes; witho
 ``LAKESINK_NATIVE=0`` in the environment, or for an input a kernel declines, the twin runs.
 
 **The JSON check.** Connect's JsonConverter reads every JSON value and the sink writes it again; lakesink writes a
-value's own bytes when they are exactly that round trip (:func:`lakesink.objects.formats.json.value_lines`). Proving that in Python
-means parsing every value into Python objects (orjson) and serialising the batch again: most of the JSON sink's
-CPU beyond copying bytes (``bench/floor.py``'s ``sink (bytearray)`` row). ``lakesink-native`` proves it for a whole
+value's own bytes when they are exactly that round trip (:func:`lakesink.objects.formats.json.value_lines`).
+Proving that in Python means parsing every value into Python objects (orjson) and serialising the batch again: most
+of the JSON sink's CPU beyond copying bytes (``bench/floor.py``'s ``sink (bytearray)`` row). ``lakesink-native`` proves it for a whole
 Arrow column in one pass, without an object per value. It is sound, not complete: the values it cannot prove go to
 the Python check, which decides them as before; the objects written are the same either way.
 
@@ -70,16 +70,11 @@ def proven_canonical(values: Any) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    from lakesink.objects.formats.base import binary_run
-
     # a ChunkedArray or a column of another type: the Python check takes it as it is
     if not isinstance(values, pa.Array) or not (pa.types.is_binary(values.type)
                                                 or pa.types.is_large_binary(values.type)):
         return None
-    data, ends = binary_run(values)  # this slice's bytes, and each value's end counted from their start
-    offsets = np.zeros(len(ends) + 1, np.int64)
-    offsets[1:] = ends
-    mask = module.proven_mask(bytes(data), offsets.tobytes())
+    mask = module.proven_mask(*_run(values))
     return np.frombuffer(mask, np.uint8).astype(bool)
 
 
@@ -90,7 +85,8 @@ def _kernel(name: str) -> Any:
 
 
 def _run(values: Any) -> tuple[bytes, bytes]:
-    """A binary / large_binary / string array without nulls as a kernel takes it: its bytes and n + 1 int64 offsets."""
+    """A binary / large_binary / string array without nulls (a slice too) as a kernel takes it: its bytes and n + 1
+    int64 offsets counted from their start."""
     import numpy as np
 
     from lakesink.objects.formats.base import binary_run
