@@ -146,7 +146,8 @@ def test_the_switch_turns_the_side_kernels_off(value, expected):
             "c = native.header_column([[('k', b'v')]], t)\n"
             "a = native.avro_bytes_datums(pa.array([b'k']))\n"
             "j = native.json_base64_strings(pa.array([b'k']))\n"
-            "print(native.native_module() is None, c if c is None else c.to_pylist() == [[{'key': 'k', 'value': b'v'}]],"
+            "print(native.native_module() is None,"
+            " c if c is None else c.to_pylist() == [[{'key': 'k', 'value': b'v'}]],"
             " a if a is None else a.to_pylist() == [b'\\x02k'], j if j is None else j.to_pylist() == [b'\"aw==\"'])\n")
     import os
 

@@ -3,11 +3,11 @@ module that calls them. Each has a Python twin that writes the same bytes; witho
 ``LAKESINK_NATIVE=0`` in the environment, or for an input a kernel declines, the twin runs.
 
 **The JSON check.** Connect's JsonConverter reads every JSON value and the sink writes it again; lakesink writes a
-value's own bytes when they are exactly that round trip (:func:`lakesink.objects.formats.json.value_lines`).
-Proving that in Python means parsing every value into Python objects (orjson) and serialising the batch again: most
-of the JSON sink's CPU beyond copying bytes (``bench/floor.py``'s ``sink (bytearray)`` row). ``lakesink-native`` proves it for a whole
-Arrow column in one pass, without an object per value. It is sound, not complete: the values it cannot prove go to
-the Python check, which decides them as before; the objects written are the same either way.
+value's own bytes when they are exactly that round trip (:func:`lakesink.objects.formats.json.value_lines`). Proving
+that in Python means parsing every value into Python objects (orjson) and serialising the batch again: most of the
+JSON sink's CPU beyond copying bytes (``bench/floor.py``'s ``sink (bytearray)`` row). ``lakesink-native`` proves it
+for a whole Arrow column in one pass, without an object per value. It is sound, not complete: the values it cannot
+prove go to the Python check, which decides them as before; the objects written are the same either way.
 
 **Keys and headers side files** (``store.kafka.keys`` / ``store.kafka.headers``). The direct reader's Arrow headers
 column from confluent-kafka's ``Message.headers()`` lists (:func:`header_column`; ``pa.array`` converts each tuple),
