@@ -21,6 +21,15 @@ VALUES = [json.dumps({"i": i, "amount": round(i * 1.37, 2), "name": f"Zoë {i}",
     b'{"deep":[[[{"a":null}]]],"t":"tab\\there"}']
 
 
+def _sink(engine: str, config: str, cwd, native: str) -> None:
+    """A cold ``lakesink sink --once --flush-tail`` of all VALUES, lakesink-native on ("1") or off ("0")."""
+    out = subprocess.run([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config", config,
+                          "--once", "--flush-tail", "--engine", engine, "--master", "local[2]"],
+                         capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, ENV: native})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.splitlines()[-1])["records"] == len(VALUES)
+
+
 def _objects(s3, bucket: str, prefix: str) -> dict[str, bytes]:
     client = s3.client()
     keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
@@ -40,13 +49,7 @@ def test_the_json_sink_writes_the_same_objects_with_and_without_the_native_check
         cfg = base_config(kafka, s3, bucket, topic_name, **{
             "flush.size": "1000", "name": f"job-{native}", "topics.dir": f"n{native}",
             "manifest.location": f"s3a://{bucket}/_lakesink/m{native}"})
-        out = subprocess.run([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config",
-                              write_config(tmp_path, cfg, f"sink{native}.json"), "--once", "--flush-tail",
-                              "--engine", engine, "--master", "local[2]"],
-                             capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                             env={**os.environ, ENV: native})
-        assert out.returncode == 0, out.stderr[-3000:]
-        assert json.loads(out.stdout.splitlines()[-1])["records"] == len(VALUES)
+        _sink(engine, write_config(tmp_path, cfg, f"sink{native}.json"), tmp_path, native)
         got[native] = _objects(s3, bucket, f"n{native}/")
     assert len(got["1"]) == 2 and got["1"] == got["0"]
     lines = sorted(line for body in got["1"].values() for line in body.decode().splitlines())
@@ -82,13 +85,7 @@ def test_keys_and_headers_side_files_are_the_same_with_and_without_the_native_ke
             "flush.size": "1000", "name": f"job-{native}", "store.kafka.keys": "true", "store.kafka.headers": "true",
             "keys.format.class": side, "headers.format.class": side,
             "manifest.location": f"s3a://{target}/_lakesink/manifest"})
-        out = subprocess.run([sys.executable, "-m", "lakesink.cli", "--format", "json", "sink", "--config",
-                              write_config(tmp_path, cfg, f"sink{native}.json"), "--once", "--flush-tail",
-                              "--engine", engine, "--master", "local[2]"],
-                             capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                             env={**os.environ, ENV: native})
-        assert out.returncode == 0, out.stderr[-3000:]
-        assert json.loads(out.stdout.splitlines()[-1])["records"] == len(VALUES)
+        _sink(engine, write_config(tmp_path, cfg, f"sink{native}.json"), tmp_path, native)
         keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=target)
                 for o in page.get("Contents", []) if not o["Key"].startswith("_lakesink/")]
         got[native] = {k: client.get_object(Bucket=target, Key=k)["Body"].read() for k in keys
